@@ -1,0 +1,396 @@
+"""Symbolic dimensions.
+
+A dimension (`Dim`) is either a Python ``int`` or an :class:`Expr`: a polynomial with integer
+coefficients over *atoms*. An atom is a dimension variable (:class:`Sym`) or an opaque function
+application (floor division, modulo, min, max) that could not be simplified. Expressions are kept
+in a canonical form so that equal expressions compare (and hash) equal, and any expression that
+turns out constant collapses back to a plain ``int``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Union
+
+Dim = Union[int, "Expr"]
+
+__all__ = ["Dim", "Expr", "Sym", "Fn", "sym", "floordiv", "ceildiv", "mod", "dmin", "dmax",
+           "is_static", "evaluate", "to_c", "free_symbols", "as_dim"]
+
+
+class Sym:
+    """A dimension variable, identified by name."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def key(self) -> tuple:
+        return (0, self.name)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sym) and other.name == self.name
+
+    def __hash__(self) -> int:
+        return hash(("sym", self.name))
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+class Fn:
+    """An opaque application: kind in {'floordiv', 'mod', 'min', 'max'}."""
+
+    __slots__ = ("kind", "args", "_hash")
+
+    def __init__(self, kind: str, args: tuple):
+        self.kind = kind
+        self.args = args
+        self._hash = hash((kind, args))
+
+    def key(self) -> tuple:
+        return (1, self.kind, tuple(_key(a) for a in self.args))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Fn) and other.kind == self.kind and other.args == self.args
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __repr__(self) -> str:
+        a = ", ".join(str(x) for x in self.args)
+        if self.kind == "floordiv":
+            return f"floor({self.args[0]} / {self.args[1]})"
+        if self.kind == "mod":
+            return f"({self.args[0]} mod {self.args[1]})"
+        return f"{self.kind}({a})"
+
+
+def _key(d: Dim) -> tuple:
+    if isinstance(d, int):
+        return (0, d)
+    return (1, d.key())
+
+
+Atom = Union[Sym, Fn]
+Monomial = tuple  # tuple[(Atom, power), ...] sorted by atom key
+
+
+class Expr:
+    """Canonical polynomial: mapping monomial -> nonzero integer coefficient."""
+
+    __slots__ = ("terms", "_hash")
+
+    def __init__(self, terms: dict):
+        # terms: {monomial: coeff}; monomial () is the constant term
+        items = sorted(((m, c) for m, c in terms.items() if c != 0), key=lambda mc: _mono_key(mc[0]))
+        self.terms = tuple(items)
+        self._hash = hash(self.terms)
+
+    # -- construction helpers -------------------------------------------------------------
+    @staticmethod
+    def make(terms: dict) -> Dim:
+        terms = {m: c for m, c in terms.items() if c != 0}
+        if not terms:
+            return 0
+        if list(terms) == [()]:
+            return terms[()]
+        return Expr(terms)
+
+    def key(self) -> tuple:
+        return tuple((_mono_key(m), c) for m, c in self.terms)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Expr) and other.terms == self.terms
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    # -- arithmetic ----------------------------------------------------------------------
+    def __add__(self, other: Dim) -> Dim:
+        return add(self, other)
+
+    __radd__ = __add__
+
+    def __sub__(self, other: Dim) -> Dim:
+        return add(self, mul(other, -1))
+
+    def __rsub__(self, other: Dim) -> Dim:
+        return add(other, mul(self, -1))
+
+    def __mul__(self, other: Dim) -> Dim:
+        return mul(self, other)
+
+    __rmul__ = __mul__
+
+    def __neg__(self) -> Dim:
+        return mul(self, -1)
+
+    def __floordiv__(self, other: Dim) -> Dim:
+        return floordiv(self, other)
+
+    def __rfloordiv__(self, other: Dim) -> Dim:
+        return floordiv(other, self)
+
+    def __mod__(self, other: Dim) -> Dim:
+        return mod(self, other)
+
+    def __rmod__(self, other: Dim) -> Dim:
+        return mod(other, self)
+
+    def __repr__(self) -> str:
+        return render(self, str)
+
+    def coeff_gcd(self) -> int:
+        from math import gcd
+
+        g = 0
+        for _, c in self.terms:
+            g = gcd(g, abs(c))
+        return g
+
+    def constant(self) -> int:
+        for m, c in self.terms:
+            if m == ():
+                return c
+        return 0
+
+
+def _mono_key(m: Monomial) -> tuple:
+    return (len(m), tuple((a.key(), p) for a, p in m))
+
+
+def _as_terms(d: Dim) -> dict:
+    if isinstance(d, int):
+        return {(): d} if d else {}
+    if isinstance(d, Expr):
+        return dict(d.terms)
+    if isinstance(d, (Sym, Fn)):
+        return {((d, 1),): 1}
+    raise TypeError(f"not a dimension: {d!r}")
+
+
+def as_dim(d) -> Dim:
+    """Normalize an int-like, Sym or Expr into a Dim."""
+    if isinstance(d, bool):
+        return int(d)
+    if isinstance(d, int):
+        return d
+    if isinstance(d, (Sym, Fn)):
+        return Expr.make(_as_terms(d))
+    if isinstance(d, Expr):
+        return d
+    try:
+        import numpy as np
+
+        if isinstance(d, np.integer):
+            return int(d)
+    except ImportError:  # pragma: no cover
+        pass
+    raise TypeError(f"not a dimension: {d!r}")
+
+
+def add(a: Dim, b: Dim) -> Dim:
+    if isinstance(a, int) and isinstance(b, int):
+        return a + b
+    t = _as_terms(as_dim(a))
+    for m, c in _as_terms(as_dim(b)).items():
+        t[m] = t.get(m, 0) + c
+    return Expr.make(t)
+
+
+def _mono_mul(m1: Monomial, m2: Monomial) -> Monomial:
+    powers: dict = {}
+    for a, p in m1 + m2:
+        powers[a] = powers.get(a, 0) + p
+    return tuple(sorted(powers.items(), key=lambda ap: ap[0].key()))
+
+
+def mul(a: Dim, b: Dim) -> Dim:
+    if isinstance(a, int) and isinstance(b, int):
+        return a * b
+    ta, tb = _as_terms(as_dim(a)), _as_terms(as_dim(b))
+    out: dict = {}
+    for m1, c1 in ta.items():
+        for m2, c2 in tb.items():
+            m = _mono_mul(m1, m2)
+            out[m] = out.get(m, 0) + c1 * c2
+    return Expr.make(out)
+
+
+def sym(name: str) -> Dim:
+    """The dimension variable called ``name``."""
+    return Expr.make({((Sym(name), 1),): 1})
+
+
+def floordiv(a: Dim, b: Dim) -> Dim:
+    a, b = as_dim(a), as_dim(b)
+    if isinstance(a, int) and isinstance(b, int):
+        if b == 0:
+            raise ZeroDivisionError("dimension division by zero")
+        return a // b
+    if b == 1:
+        return a
+    if isinstance(b, int) and b > 0 and isinstance(a, Expr) and a.coeff_gcd() % b == 0:
+        return Expr.make({m: c // b for m, c in a.terms})
+    if isinstance(b, Expr) and a == b:
+        return 1
+    if isinstance(b, Expr) and isinstance(a, Expr):
+        # a == k * b exactly for integer k?
+        q = _exact_quotient(a, b)
+        if q is not None:
+            return q
+    return Expr.make({((Fn("floordiv", (a, b)), 1),): 1})
+
+
+def _exact_quotient(a: Expr, b: Expr) -> Dim | None:
+    """If b is a single monomial dividing every term of a, return a / b."""
+    if len(b.terms) != 1:
+        return None
+    (mb, cb), = b.terms
+    out: dict = {}
+    for ma, ca in a.terms:
+        if ca % cb:
+            return None
+        pa = dict(ma)
+        for atom, p in mb:
+            if pa.get(atom, 0) < p:
+                return None
+            pa[atom] -= p
+        m = tuple(sorted(((x, p) for x, p in pa.items() if p), key=lambda ap: ap[0].key()))
+        out[m] = out.get(m, 0) + ca // cb
+    return Expr.make(out)
+
+
+def ceildiv(a: Dim, b: Dim) -> Dim:
+    return mul(floordiv(mul(a, -1), b), -1)
+
+
+def mod(a: Dim, b: Dim) -> Dim:
+    a, b = as_dim(a), as_dim(b)
+    if isinstance(a, int) and isinstance(b, int):
+        if b == 0:
+            raise ZeroDivisionError("dimension modulo by zero")
+        return a % b
+    if b == 1:
+        return 0
+    if isinstance(b, int) and b > 0 and isinstance(a, Expr) and a.coeff_gcd() % b == 0:
+        return 0
+    if isinstance(a, Expr) and isinstance(b, Expr) and _exact_quotient(a, b) is not None:
+        return 0
+    return Expr.make({((Fn("mod", (a, b)), 1),): 1})
+
+
+def _minmax(kind: str, a: Dim, b: Dim) -> Dim:
+    a, b = as_dim(a), as_dim(b)
+    if isinstance(a, int) and isinstance(b, int):
+        return min(a, b) if kind == "min" else max(a, b)
+    if a == b:
+        return a
+    diff = add(a, mul(b, -1))
+    if isinstance(diff, int):
+        lo, hi = (b, a) if diff > 0 else (a, b)
+        return lo if kind == "min" else hi
+    args = tuple(sorted((a, b), key=_key))
+    return Expr.make({((Fn(kind, args), 1),): 1})
+
+
+def dmin(a: Dim, b: Dim) -> Dim:
+    return _minmax("min", a, b)
+
+
+def dmax(a: Dim, b: Dim) -> Dim:
+    return _minmax("max", a, b)
+
+
+def is_static(d: Dim) -> bool:
+    return isinstance(d, int)
+
+
+def free_symbols(d: Dim) -> set[str]:
+    out: set[str] = set()
+
+    def visit(x: Dim) -> None:
+        if isinstance(x, Expr):
+            for m, _ in x.terms:
+                for atom, _p in m:
+                    if isinstance(atom, Sym):
+                        out.add(atom.name)
+                    else:
+                        for arg in atom.args:
+                            visit(arg)
+
+    visit(as_dim(d))
+    return out
+
+
+def evaluate(d: Dim, env: Mapping[str, int]) -> int:
+    """Value of ``d`` with every dimension variable bound in ``env``."""
+    if isinstance(d, int):
+        return d
+
+    def atom_val(atom: Atom) -> int:
+        if isinstance(atom, Sym):
+            try:
+                return int(env[atom.name])
+            except KeyError:
+                raise KeyError(f"dimension variable {atom.name!r} is not bound") from None
+        args = [evaluate(x, env) for x in atom.args]
+        if atom.kind == "floordiv":
+            return args[0] // args[1]
+        if atom.kind == "mod":
+            return args[0] % args[1]
+        if atom.kind == "min":
+            return min(args)
+        return max(args)
+
+    total = 0
+    for m, c in d.terms:
+        v = c
+        for atom, p in m:
+            v *= atom_val(atom) ** p
+        total += v
+    return total
+
+
+def render(d: Dim, sym_name: Callable[[str], str], c_syntax: bool = False) -> str:
+    """Render a Dim as text; with ``c_syntax`` as a C int64 expression."""
+    if isinstance(d, int):
+        return f"INT64_C({d})" if c_syntax and abs(d) > 2**31 - 1 else str(d)
+
+    def atom_s(atom: Atom) -> str:
+        if isinstance(atom, Sym):
+            return sym_name(atom.name)
+        args = [render(x, sym_name, c_syntax) for x in atom.args]
+        if c_syntax:
+            fn = {"floordiv": "onnxc_floordiv", "mod": "onnxc_mod", "min": "onnxc_min", "max": "onnxc_max"}
+            return f"{fn[atom.kind]}({args[0]}, {args[1]})"
+        if atom.kind == "floordiv":
+            return f"floor({args[0]} / {args[1]})"
+        if atom.kind == "mod":
+            return f"mod({args[0]}, {args[1]})"
+        return f"{atom.kind}({args[0]}, {args[1]})"
+
+    parts = []
+    for m, c in reversed(d.terms):  # highest degree first
+        factors = []
+        for atom, p in m:
+            factors.extend([atom_s(atom)] * p)
+        if not factors:
+            parts.append((c, str(abs(c))))
+            continue
+        body = "*".join(factors)
+        parts.append((c, body if abs(c) == 1 else f"{abs(c)}*{body}"))
+    out = ""
+    for i, (c, s) in enumerate(parts):
+        if i == 0:
+            out = ("-" if c < 0 else "") + s
+        else:
+            out += (" - " if c < 0 else " + ") + s
+    return f"({out})" if len(parts) > 1 else out
+
+
+def to_c(d: Dim, sym_name: Callable[[str], str]) -> str:
+    """C expression computing ``d``; ``sym_name`` maps a variable to its C lvalue."""
+    return render(d, sym_name, c_syntax=True)
