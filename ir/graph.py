@@ -168,6 +168,9 @@ class Graph:
         self.outputs: list[Value] = []
         self.nodes: list[Node] = []
         self.initializers: dict[str, Value] = {}
+        # Types the model declares for values (ONNX value_info and graph outputs), by value name.
+        # Shape inference treats them as hints; the types on Values are what passes computed.
+        self.value_info: dict[str, Any] = {}
         self.doc = ""
 
     # -- building ------------------------------------------------------------------------

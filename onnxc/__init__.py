@@ -1,0 +1,10 @@
+"""onnxc: compile ONNX models to C for CPUs and call them from Python."""
+
+from onnxc.ir.errors import (CompileError, InputError, ModelError, OnnxcError, RuntimeFailure, ShapeError,
+                             UnsupportedOpError)
+
+from .api import CompiledModel, TensorInfo, compile
+
+__all__ = ["compile", "CompiledModel", "TensorInfo", "OnnxcError", "ModelError", "UnsupportedOpError",
+           "ShapeError", "CompileError", "InputError", "RuntimeFailure"]
+__version__ = "0.1.0"

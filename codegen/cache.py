@@ -1,0 +1,80 @@
+"""Content-addressed on-disk cache of compiled model libraries.
+
+Key = sha256 of (format version, C source, full compiler command line, compiler version, shipped
+runtime headers). Entries live at ``<cache>/<key[:2]>/<key>.so``; writes go to a temp file and are
+renamed into place under a per-key lock, so concurrent processes never see half-written libraries.
+``ONNXC_FAIL_ON_COMPILE=1`` turns any cache miss into a CompileError (tests use it to prove a
+compile was not needed). Counters record hits and misses for tests.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import shlex
+import tempfile
+from pathlib import Path
+
+from onnxc.ir import CompileError
+
+from .compiler import CompilerConfig, compile_shared, compiler_version, runtime_dir
+
+FORMAT_VERSION = "1"
+stats = {"hits": 0, "misses": 0}
+
+
+def cache_dir(override: str | os.PathLike | None = None) -> Path:
+    d = override or os.environ.get("ONNXC_CACHE_DIR") or Path.home() / ".cache" / "onnxc"
+    return Path(d)
+
+
+def _runtime_digest() -> str:
+    h = hashlib.sha256()
+    for p in sorted(runtime_dir().glob("*.[ch]")):
+        h.update(p.name.encode())
+        h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+def cache_key(source: str, cfg: CompilerConfig) -> str:
+    h = hashlib.sha256()
+    cmd = cfg.command(Path("model.c"), Path("model.so"))
+    for part in (FORMAT_VERSION, source, shlex.join(cmd), compiler_version(cfg.cc), _runtime_digest()):
+        h.update(part.encode("utf-8", "surrogateescape"))
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def fail_on_compile() -> bool:
+    return os.environ.get("ONNXC_FAIL_ON_COMPILE", "") not in ("", "0", "false", "False")
+
+
+def build_cached(source: str, cfg: CompilerConfig, cache: str | os.PathLike | None = None) -> Path:
+    """Path of the shared library for ``source``, compiling it only on a cache miss."""
+    root = cache_dir(cache)
+    key = cache_key(source, cfg)
+    final = root / key[:2] / f"{key}.so"
+    if final.exists():
+        stats["hits"] += 1
+        return final
+    if fail_on_compile():
+        raise CompileError(f"compilation needed (cache miss for key {key[:16]}) but ONNXC_FAIL_ON_COMPILE is set")
+    final.parent.mkdir(parents=True, exist_ok=True)
+    with open(final.parent / f"{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            if final.exists():
+                stats["hits"] += 1
+                return final
+            stats["misses"] += 1
+            with tempfile.TemporaryDirectory(dir=final.parent, prefix=f".{key[:8]}-") as tmp:
+                src = Path(tmp) / "model.c"
+                src.write_text(source)
+                out = Path(tmp) / "model.so"
+                compile_shared(src, out, cfg)
+                (final.parent / f"{key}.c").write_text(source)
+                os.replace(out, final)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+    return final

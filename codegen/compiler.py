@@ -1,0 +1,76 @@
+"""The C compiler driver: one command line turns a C file into a plain shared library."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+from onnxc.ir import CompileError
+
+
+def runtime_dir() -> Path:
+    """Folder holding the shipped C runtime headers (package data)."""
+    return Path(str(resources.files("onnxc.runtime_c")))
+
+
+def default_cc() -> str:
+    return os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang") or "cc"
+
+
+@dataclass(frozen=True)
+class CompilerConfig:
+    """How C is compiled. ``flags`` replace the default optimization flags when given."""
+
+    cc: str = field(default_factory=default_cc)
+    flags: tuple[str, ...] = ("-O3", "-march=native")
+    openmp: bool = True
+
+    def command(self, src: Path, out: Path) -> list[str]:
+        cmd = [*shlex.split(self.cc), "-std=gnu11", *self.flags, "-fPIC", "-shared", "-fno-strict-aliasing",
+               "-I", str(runtime_dir())]
+        if self.openmp and has_openmp(self.cc):
+            cmd.append("-fopenmp")
+        return [*cmd, "-o", str(out), str(src), "-lm"]
+
+
+@lru_cache(maxsize=8)
+def compiler_version(cc: str) -> str:
+    try:
+        r = subprocess.run([*shlex.split(cc), "--version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError) as e:
+        raise CompileError(f"no working C compiler: running {cc!r} failed ({e}); install gcc or set CC") from e
+    return r.stdout.strip().splitlines()[0] if r.stdout else cc
+
+
+@lru_cache(maxsize=8)
+def has_openmp(cc: str) -> bool:
+    with tempfile.TemporaryDirectory() as d:
+        src = Path(d) / "omp.c"
+        src.write_text("#include <omp.h>\nint f(void){return omp_get_max_threads();}\n")
+        try:
+            r = subprocess.run([*shlex.split(cc), "-fopenmp", "-fPIC", "-shared", "-o", str(Path(d) / "omp.so"),
+                                str(src)], capture_output=True, timeout=60)
+        except (OSError, subprocess.SubprocessError):
+            return False
+        return r.returncode == 0
+
+
+def compile_shared(src: Path, out: Path, cfg: CompilerConfig) -> None:
+    """Compile ``src`` into the shared library ``out``; CompileError carries the compiler's message."""
+    cmd = cfg.command(src, out)
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
+    except (OSError, subprocess.SubprocessError) as e:
+        raise CompileError(f"could not run the C compiler ({shlex.join(cmd)}): {e}") from e
+    if r.returncode != 0:
+        msg = (r.stderr or r.stdout).strip()
+        if len(msg) > 4000:
+            msg = msg[:4000] + "\n..."
+        raise CompileError(f"C compilation failed ({shlex.join(cmd)}):\n{msg}")

@@ -1,0 +1,121 @@
+"""Render a lowered Program as one C translation unit (templates/model.c.j2)."""
+
+from __future__ import annotations
+
+from onnxc.ir import Dim
+from onnxc.ir.dims import Expr, free_symbols
+
+from .lower import Buffer, Program
+from .templating import c_string, render
+
+
+def _nbytes(p: Program, b: Buffer, shape: tuple | None = None) -> str:
+    shape = b.shape if shape is None else shape
+    dims = [p.dim_c(d) for d in shape]
+    return " * ".join([f"({d})" for d in dims] + [f"sizeof({b.dtype.c})"])
+
+
+def _single_sym(d: Dim) -> str | None:
+    if isinstance(d, Expr) and len(d.terms) == 1:
+        (mono, coeff), = d.terms
+        if coeff == 1 and len(mono) == 1 and mono[0][1] == 1 and hasattr(mono[0][0], "name"):
+            return mono[0][0].name
+    return None
+
+
+def _input_checks(p: Program) -> list[str]:
+    lines: list[str] = []
+    late: list[str] = []
+    for i, (name, b) in enumerate(p.inputs):
+        lines.append(f"    if (in[{i}].rank != {len(b.shape)}) return onnxc_fail(rt, ONNXC_ERR_INPUT, "
+                     f"\"input '%s': expected rank %d, got %d\", {_names()}[{i}], {len(b.shape)}, "
+                     f"(int)in[{i}].rank);")
+        for k, d in enumerate(b.shape):
+            got = f"in[{i}].dims[{k}]"
+            if isinstance(d, int):
+                lines.append(f"    if ({got} != {d}) return onnxc_fail(rt, ONNXC_ERR_INPUT, \"input '%s' axis "
+                             f"%d: expected %lld, got %lld\", {_names()}[{i}], {k}, (long long){d}, "
+                             f"(long long){got});")
+                continue
+            s = _single_sym(d)
+            if s is not None:
+                j = p.dimvars.index(s)
+                code = 1 + i * 16 + k
+                lines.append(
+                    f"    if (!bound[{j}]) {{ D[{j}] = {got}; bound[{j}] = {code}; }}\n"
+                    f"    else if (D[{j}] != {got}) return onnxc_fail(rt, ONNXC_ERR_INPUT, \"input '%s' axis %d:"
+                    f" dimension '%s' is %lld (from input '%s' axis %d) but got %lld\", {_names()}[{i}], {k}, "
+                    f"{_dims()}[{j}], (long long)D[{j}], {_names()}[(bound[{j}] - 1) / 16], "
+                    f"(bound[{j}] - 1) % 16, (long long){got});")
+            else:
+                syms = sorted(free_symbols(d))
+                late.append(
+                    f"    if ({got} != {p.dim_c(d)}) return onnxc_fail(rt, ONNXC_ERR_INPUT, \"input '%s' axis "
+                    f"%d: expected %s = %lld, got %lld\", {_names()}[{i}], {k}, {c_string(str(d))}, "
+                    f"(long long)({p.dim_c(d)}), (long long){got});")
+                del syms
+    return lines + late
+
+
+_PREFIX = "onnxc_model"
+
+
+def _names() -> str:
+    return f"{_PREFIX}_input_names"
+
+
+def _dims() -> str:
+    return f"{_PREFIX}_dim_names"
+
+
+def emit_c(p: Program) -> str:
+    """The complete C source of the model."""
+    temps = []
+    for b in p.buffers.values():
+        if b.kind == "temp":
+            temps.append({"id": b.id, "nbytes": _nbytes(p, b), "first": b.first, "last": b.last,
+                          "ctype": b.dtype.c, "static": all(isinstance(d, int) for d in b.shape)})
+    # place big static buffers first: a better first-fit packing
+    temps.sort(key=lambda t: (not t["static"], -_static_size(p.buffers[t["id"]])))
+    outputs = []
+    for name, b, shape in p.outputs:
+        outputs.append({"index": b.index, "rank": len(shape), "dtype": int(b.dtype),
+                        "dims": [p.dim_c(d) for d in shape], "nbytes": _nbytes(p, b, shape)})
+    calls = []
+    for st in p.steps:
+        args = ", ".join(_ptr(p, p.buffers[bid], out) for bid, out in st.args)
+        calls.append(f"{st.fn}(rt, D{', ' if args else ''}{args})")
+    steps = [{"fn": st.fn, "params": st.params, "body": _indent(st.body), "comment": _comment(st.node)}
+             for st in p.steps]
+    return render("model.c.j2", prefix=_PREFIX, helpers=list(p.helpers.values()), steps=steps,
+                  input_names=[c_string(n) for n, _ in p.inputs],
+                  dim_names=[c_string(n) for n in p.dimvars], ndim_alloc=max(1, len(p.dimvars)),
+                  input_checks=_input_checks(p), outputs=outputs, temps=temps, calls=calls)
+
+
+def _static_size(b: Buffer) -> int:
+    n = b.dtype.itemsize
+    for d in b.shape:
+        n *= d if isinstance(d, int) else 1
+    return n
+
+
+def _ptr(p: Program, b: Buffer, is_out: bool) -> str:
+    c = b.dtype.c
+    if b.kind == "input":
+        return f"(const {c} *)in[{b.index}].data"
+    if b.kind == "weight":
+        return f"(const {c} *)(W + {b.index})"
+    if b.kind == "output":
+        return f"({c} *)out[{b.index}].data"
+    return f"b{b.id}"
+
+
+def _indent(body: str) -> str:
+    return "\n".join(("    " + ln) if ln.strip() else "" for ln in body.strip("\n").split("\n"))
+
+
+def _comment(text: str) -> str:
+    """Node descriptions come from the model: keep them printable and unable to close the comment."""
+    safe = "".join(ch if (ch.isascii() and ch.isprintable()) else "?" for ch in text)
+    return safe.replace("*/", "* /").replace("/*", "/ *")[:200]

@@ -1,0 +1,213 @@
+"""Lowering: an optimized IR model becomes a Program — buffers, dimension variables and kernel steps.
+
+The Program is plain data (no C text except kernel bodies); ``emit.py`` renders it to one C
+translation unit. Storage of each value:
+
+- ``input``: a graph input, read in place from the caller's array;
+- ``weight``: a constant, at a 64-byte-aligned offset in the weights blob;
+- ``temp``: an intermediate, placed in the arena by the memory plan (``memory_plan.py``);
+- ``output``: a graph output, allocated by the library and handed to the caller.
+
+View ops (Reshape, Squeeze, ...) emit no code: their output shares the buffer of their input.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from onnxc.ir import CompileError, Dim, DType, Model, Node, TensorType, UnsupportedOpError, Value
+from onnxc.ir.dims import free_symbols, to_c
+
+from .kernels import registry as kb
+from .kernels.base import KernelCtx, Operand
+
+
+@dataclass
+class Buffer:
+    id: int
+    kind: str              # input | weight | temp | output
+    dtype: DType
+    shape: tuple           # Dims of the value that owns the storage
+    index: int = -1        # input/output position, weight byte offset, temp slot
+    first: int = 0         # first step writing it (temps)
+    last: int = 0          # last step reading it (temps)
+
+
+@dataclass
+class Step:
+    fn: str                        # C function name
+    body: str                      # C statements
+    params: list[str]              # C parameter declarations after (rt, D)
+    args: list[tuple[int, bool]]   # (buffer id, is_output) per parameter, in order
+    node: str                      # description for errors and profiles
+
+
+@dataclass
+class Program:
+    inputs: list[tuple[str, Buffer]]
+    outputs: list[tuple[str, Buffer, tuple]]     # name, buffer, shape (Dims of the output value)
+    buffers: dict[int, Buffer]
+    steps: list[Step]
+    dimvars: list[str]                           # D[i] is the variable dimvars[i]
+    weights: bytes
+    helpers: dict[str, str] = field(default_factory=dict)
+    value_buffer: dict[int, int] = field(default_factory=dict)  # Value.id -> buffer id
+
+    def dim_c(self, d: Dim) -> str:
+        return to_c(d, self.sym_c)
+
+    def sym_c(self, name: str) -> str:
+        return f"D[{self.dimvars.index(name)}]"
+
+
+class _Lowerer:
+    def __init__(self, model: Model, threads: int):
+        self.model = model
+        self.g = model.graph
+        self.threads = threads
+        self.buffers: dict[int, Buffer] = {}
+        self.vbuf: dict[int, int] = {}
+        self.steps: list[Step] = []
+        self.blob = bytearray()
+        self.helpers: dict[str, str] = {}
+        self.dimvars: list[str] = []
+        self._nb = 0
+
+    def new_buffer(self, kind: str, v: Value, index: int = -1) -> Buffer:
+        t = v.type
+        b = Buffer(self._nb, kind, t.dtype, t.shape, index)
+        self._nb += 1
+        self.buffers[b.id] = b
+        self.vbuf[v.id] = b.id
+        return b
+
+    def add_weight(self, v: Value) -> None:
+        arr = np.ascontiguousarray(np.asarray(v.const, dtype=v.type.dtype.np))
+        if arr.dtype == object:
+            raise UnsupportedOpError(f"string constant {v.name!r} is not supported yet",
+                                     [("ai.onnx", "string tensors", 0)])
+        pad = (-len(self.blob)) % 64
+        self.blob += b"\0" * pad
+        off = len(self.blob)
+        self.blob += arr.tobytes()
+        self.new_buffer("weight", v, off)
+
+    def dim_c(self, d: Dim) -> str:
+        return to_c(d, lambda s: f"D[{self.dimvars.index(s)}]")
+
+    def operand(self, v: Value, ptr: str) -> Operand:
+        t = v.type
+        return Operand(ptr, v, t.dtype, t.shape, [self.dim_c(d) for d in t.shape], v.const)
+
+    def run(self) -> Program:
+        g = self.g
+        for v in g.inputs:
+            t = v.type
+            if not isinstance(t, TensorType) or t.shape is None:
+                raise UnsupportedOpError(f"graph input {v.name!r} of type {t} is not supported yet",
+                                         [("ai.onnx", f"input type {t}", 0)])
+            for d in t.shape:
+                for s in sorted(free_symbols(d)):
+                    if s not in self.dimvars:
+                        self.dimvars.append(s)
+        inputs = [(v.name, self.new_buffer("input", v, i)) for i, v in enumerate(g.inputs)]
+        for v in g.initializers.values():
+            if v.uses() or v in g.outputs:
+                self.add_weight(v)
+        for node in g.nodes:
+            self.lower_node(node)
+        outputs = self.place_outputs()
+        self.plan_lifetimes()
+        return Program(inputs, outputs, self.buffers, self.steps, self.dimvars, bytes(self.blob),
+                       self.helpers, self.vbuf)
+
+    def check_dims(self, node: Node, v: Value) -> None:
+        t = v.type
+        if not isinstance(t, TensorType) or t.shape is None:
+            raise UnsupportedOpError(f"{node.describe()}: output {v.name!r} has type {t}; only tensors "
+                                     "of known rank are supported yet", [(node.domain or "ai.onnx",
+                                                                          node.op_type, node.version)])
+        for d in t.shape:
+            unknown = [s for s in free_symbols(d) if s not in self.dimvars]
+            if unknown:
+                raise UnsupportedOpError(
+                    f"{node.describe()}: output {v.name!r} has data-dependent dims {unknown}; not supported "
+                    "yet", [(node.domain or "ai.onnx", node.op_type, node.version)])
+
+    def lower_node(self, node: Node) -> None:
+        kd = kb.lookup(node)
+        if kd is None:
+            raise UnsupportedOpError(f"no kernel for {node.describe()}",
+                                     [(node.domain or "ai.onnx", node.op_type, node.version)])
+        for o in node.outputs:
+            self.check_dims(node, o)
+        if kd.alias:
+            self.vbuf[node.outputs[0].id] = self.vbuf[node.inputs[0].id]
+            return
+        ins = [None if v is None else self.operand(v, f"in{i}") for i, v in enumerate(node.inputs)]
+        outs = [self.operand(v, f"out{i}") for i, v in enumerate(node.outputs)]
+        ctx = KernelCtx(node, ins, outs, self.dim_c, self.helpers, self.threads)
+        try:
+            body = kd.fn(ctx)
+        except UnsupportedOpError:
+            raise
+        except (NotImplementedError, ValueError, KeyError) as e:
+            raise UnsupportedOpError(f"{node.describe()}: {e}",
+                                     [(node.domain or "ai.onnx", node.op_type, node.version)]) from e
+        params, args = [], []
+        for i, (v, op) in enumerate(zip(node.inputs, ins)):
+            if v is None:
+                continue
+            params.append(f"const {op.ctype} *restrict in{i}")
+            args.append((self.vbuf[v.id], False))
+        for i, v in enumerate(node.outputs):
+            b = self.new_buffer("temp", v)
+            params.append(f"{outs[i].ctype} *restrict out{i}")
+            args.append((b.id, True))
+        self.steps.append(Step(f"k{len(self.steps)}", body, params, args, node.describe()))
+
+    def place_outputs(self) -> list:
+        outs = []
+        claimed: set[int] = set()
+        for i, v in enumerate(self.g.outputs):
+            bid = self.vbuf.get(v.id)
+            b = self.buffers.get(bid) if bid is not None else None
+            if b is None:
+                raise CompileError(f"graph output {v.name!r} has no storage")
+            if b.kind != "temp" or bid in claimed or b.shape != v.type.shape and b.kind != "temp":
+                b = self.copy_step(v, b)
+            b.kind, b.index = "output", i
+            claimed.add(b.id)
+            outs.append((v.name, b, v.type.shape))
+        return outs
+
+    def copy_step(self, v: Value, src: Buffer) -> Buffer:
+        """A step copying ``src`` into a fresh buffer for output ``v`` (outputs own their memory)."""
+        b = Buffer(self._nb, "temp", v.type.dtype, v.type.shape)
+        self._nb += 1
+        self.buffers[b.id] = b
+        n = " * ".join(f"({self.dim_c(d)})" for d in v.type.shape) or "1"
+        body = f"memcpy(out0, in0, (size_t)({n}) * sizeof({v.type.dtype.c}));\nreturn 0;"
+        self.steps.append(Step(f"k{len(self.steps)}", body,
+                               [f"const {v.type.dtype.c} *restrict in0", f"{v.type.dtype.c} *restrict out0"],
+                               [(src.id, False), (b.id, True)], f"copy to output {v.name!r}"))
+        return b
+
+    def plan_lifetimes(self) -> None:
+        for si, st in enumerate(self.steps):
+            for bid, is_out in st.args:
+                b = self.buffers[bid]
+                if b.kind != "temp":
+                    continue
+                if is_out:
+                    b.first = si
+                    b.last = max(b.last, si)
+                else:
+                    b.last = max(b.last, si)
+
+
+def lower(model: Model, threads: int = 1) -> Program:
+    """Lower an optimized, fully typed model to a Program."""
+    return _Lowerer(model, threads).run()

@@ -1,0 +1,126 @@
+"""The public face: compile a model and call it with numpy arrays."""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from onnxc.codegen.cache import build_cached
+from onnxc.codegen.compiler import CompilerConfig
+from onnxc.codegen.emit import emit_c
+from onnxc.codegen.lower import Program, lower
+from onnxc.codegen.native import NativeModel
+from onnxc.ir import DType, InputError, Model, TensorType
+from onnxc.passes.pipeline import optimize
+
+from .support import check_supported
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """A model input or output: name, numpy dtype, ONNX element type and shape (ints or dim names)."""
+
+    name: str
+    dtype: np.dtype
+    elem_type: DType
+    shape: tuple
+
+    def __repr__(self) -> str:
+        return f"TensorInfo({self.name!r}, {self.elem_type.name.lower()}, {list(self.shape)})"
+
+
+def _info(name: str, t: TensorType) -> TensorInfo:
+    shape = tuple(d if isinstance(d, int) else str(d) for d in t.shape or ())
+    return TensorInfo(name, t.dtype.np, t.dtype, shape)
+
+
+class CompiledModel:
+    """A model compiled to native code. ``run(dict) -> dict``; ``model(*arrays)`` positional."""
+
+    def __init__(self, native: NativeModel, inputs: list[TensorInfo], outputs: list[TensorInfo],
+                 ir: Model | None = None, program: Program | None = None, source: str | None = None,
+                 timings: dict | None = None):
+        self._native = native
+        self.inputs = inputs
+        self.outputs = outputs
+        self.ir = ir
+        self.program = program
+        self.c_source = source
+        self.timings = timings or {}
+        self._in_names = [i.name for i in inputs]
+
+    def _prepare(self, feeds: dict) -> list[np.ndarray]:
+        arrays = []
+        for info in self.inputs:
+            if info.name not in feeds:
+                raise InputError(f"missing input {info.name!r}; the model's inputs are {self._in_names}")
+            a = feeds[info.name]
+            if not isinstance(a, np.ndarray):
+                a = np.asarray(a)
+            if a.dtype != info.dtype:
+                if a.dtype.kind == info.dtype.kind == "f" and a.dtype == np.float64 and a.ndim == 0:
+                    a = a.astype(info.dtype)
+                else:
+                    raise InputError(f"input {info.name!r}: expected element type "
+                                     f"{info.elem_type.name.lower()} ({info.dtype}), got {a.dtype}")
+            if not a.flags.c_contiguous:
+                a = np.ascontiguousarray(a)
+            arrays.append(a)
+        extra = set(feeds) - set(self._in_names)
+        if extra:
+            raise InputError(f"unknown input(s) {sorted(extra)}; the model's inputs are {self._in_names}")
+        return arrays
+
+    def run(self, feeds: dict, output_names: list[str] | None = None) -> dict[str, np.ndarray]:
+        outs = self._native.run(self._prepare(feeds))
+        res = {o.name: a for o, a in zip(self.outputs, outs)}
+        if output_names is not None:
+            return {n: res[n] for n in output_names}
+        return res
+
+    def __call__(self, *arrays: np.ndarray):
+        if len(arrays) != len(self.inputs):
+            raise InputError(f"expected {len(self.inputs)} positional input(s) {self._in_names}, got {len(arrays)}")
+        outs = self._native.run(self._prepare(dict(zip(self._in_names, arrays))))
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def __repr__(self) -> str:
+        return f"<onnxc.CompiledModel inputs={self.inputs} outputs={self.outputs}>"
+
+
+def compile(model, *, threads: int | None = None, cache_dir: str | os.PathLike | None = None,
+            cc: str | None = None, flags: tuple[str, ...] | None = None, check_ir: bool = False,
+            dump_ir: str | set[str] | None = None) -> CompiledModel:
+    """Compile an ONNX model (path, bytes or protobuf ModelProto) to native code."""
+    t0 = time.perf_counter()
+    if isinstance(model, Model):
+        m = model
+    else:
+        from onnxc.frontend import load_model
+
+        m = load_model(model)
+    t1 = time.perf_counter()
+    check_supported(m)
+    m = optimize(m, check=check_ir, dump_after=dump_ir)
+    t2 = time.perf_counter()
+    nthreads = threads or os.cpu_count() or 1
+    program = lower(m, nthreads)
+    source = emit_c(program)
+    t3 = time.perf_counter()
+    cfg = CompilerConfig()
+    if cc is not None:
+        cfg = CompilerConfig(cc=cc, flags=cfg.flags)
+    if flags is not None:
+        cfg = CompilerConfig(cc=cfg.cc, flags=tuple(flags))
+    so = build_cached(source, cfg, cache_dir)
+    t4 = time.perf_counter()
+    outs = [_info(n, TensorType(b.dtype, shape)) for n, b, shape in program.outputs]
+    ins = [_info(v.name, v.type) for v in m.graph.inputs]
+    native = NativeModel(Path(so), program.weights, [b.dtype for _, b, _ in program.outputs], nthreads)
+    timings = {"load": t1 - t0, "passes": t2 - t1, "codegen": t3 - t2, "build": t4 - t3,
+               "total": time.perf_counter() - t0}
+    return CompiledModel(native, ins, outs, m, program, source, timings)

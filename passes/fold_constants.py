@@ -1,0 +1,63 @@
+"""Constant folding: a node whose inputs are all constant is computed at compile time.
+
+Uses the numpy fold rules registered beside the shape rules (same semantics as the C kernels). A
+folded output becomes an initializer of the graph; the node disappears. Results are size-capped so a
+small ConstantOfShape does not turn into megabytes of weights.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from onnxc.ir import Graph, Model, Node, TensorType, dtype_from_numpy
+
+from .base import PassResult
+from .shapes.registry import fold_for
+
+MAX_FOLD_BYTES = 1 << 22  # results above this fold only when no larger than their inputs
+
+
+def try_fold(node: Node) -> bool:
+    """Fold ``node`` in place if possible; True when it was folded."""
+    if node.graph is None or any(sg for sg in node.subgraphs()):
+        return False
+    fn = fold_for(node)
+    if fn is None:
+        return False
+    ins = node.inputs
+    if any(v is not None and v.const is None for v in ins):
+        return False
+    if any(not isinstance(o.type, TensorType) for o in node.outputs):
+        return False
+    arrays = [None if v is None else v.const for v in ins]
+    results = fn(node, arrays)
+    if results is None:
+        return False
+    in_bytes = sum(a.nbytes for a in arrays if isinstance(a, np.ndarray))
+    out_bytes = sum(np.asarray(r).nbytes for r in results)
+    if out_bytes > MAX_FOLD_BYTES and out_bytes > in_bytes:
+        return False
+    g = node.graph
+    outs = list(node.outputs)
+    g.remove(node)
+    for o, r in zip(outs, results):
+        r = np.asarray(r)
+        want = o.type.dtype if isinstance(o.type, TensorType) else dtype_from_numpy(r.dtype)
+        if r.dtype != want.np:
+            r = r.astype(want.np)
+        o.const = r
+        o.type = TensorType(want, r.shape)
+        o.producer = None
+        g.add_initializer(o)
+    return True
+
+
+def fold_graph(g: Graph) -> bool:
+    changed = False
+    for n in list(g.nodes):
+        changed |= try_fold(n)
+    return changed
+
+
+def fold_constants(model: Model) -> PassResult:
+    return PassResult(model, fold_graph(model.graph))

@@ -1,0 +1,47 @@
+"""The optimization pipeline: one function listing the passes in order.
+
+``optimize(model, dump_after=...)`` runs each named step; with ``check=True`` the IR checker runs
+after every step, and ``dump_after`` prints the IR after the named steps (or "all").
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+
+from onnxc.ir import Model
+from onnxc.ir.checker import check_model
+
+from .base import PassResult
+from .eliminate_dead_code import eliminate_dead_code
+from .fold_constants import fold_constants
+from .infer_shapes import infer_shapes
+from .inline_functions import inline_functions
+from .remove_identities import remove_identities
+
+Step = tuple[str, Callable[[Model], PassResult]]
+
+
+def steps() -> list[Step]:
+    return [
+        ("inline_functions", inline_functions),
+        ("eliminate_dead_code", eliminate_dead_code),
+        ("infer_shapes", infer_shapes),
+        ("fold_constants", fold_constants),
+        ("remove_identities", remove_identities),
+        ("eliminate_dead_code", eliminate_dead_code),
+    ]
+
+
+def optimize(model: Model, check: bool = False, dump_after: set[str] | str | None = None,
+             out=sys.stderr) -> Model:
+    """Run every pass in order and return the optimized model."""
+    typed = False
+    for name, fn in steps():
+        model = fn(model).model
+        typed |= name == "infer_shapes"
+        if check:
+            check_model(model, typed=typed)
+        if dump_after and (dump_after == "all" or name in dump_after):
+            print(f"--- IR after {name} ---\n{model.graph!r}", file=out)
+    return model

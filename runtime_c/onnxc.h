@@ -1,0 +1,110 @@
+/* onnxc runtime ABI: the tensor struct, status codes and small helpers shared by every generated model.
+ *
+ * A generated model is one C translation unit that includes this header. Every kernel returns an
+ * onnxc status and, on failure, writes a readable message into the run context. Nothing here holds
+ * global mutable state: a model is re-entrant across contexts and threads.
+ */
+#ifndef ONNXC_H
+#define ONNXC_H
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ONNXC_MAX_RANK 16
+
+enum onnxc_status {
+    ONNXC_OK = 0,
+    ONNXC_ERR_INPUT = 1,   /* wrong input: dtype, rank or dimension */
+    ONNXC_ERR_RUNTIME = 2, /* a kernel met invalid data (index out of range, ...) */
+    ONNXC_ERR_MEMORY = 3,  /* allocation failed */
+};
+
+/* A dense, row-major tensor. dtype uses the ONNX TensorProto.DataType numbers. */
+typedef struct onnxc_tensor {
+    void *data;
+    int64_t dims[ONNXC_MAX_RANK];
+    int32_t rank;
+    int32_t dtype;
+} onnxc_tensor;
+
+/* Per-call state passed to every kernel. */
+typedef struct onnxc_rt {
+    char *err;     /* message buffer of errlen bytes */
+    size_t errlen;
+    int threads;   /* threads kernels may use (OpenMP) */
+} onnxc_rt;
+
+/* Record an error message; returns the status so kernels can `return onnxc_fail(...)`. */
+static inline int onnxc_fail(onnxc_rt *rt, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+#include <stdarg.h>
+static inline int onnxc_fail(onnxc_rt *rt, int status, const char *fmt, ...) {
+    if (rt && rt->err && rt->errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(rt->err, rt->errlen, fmt, ap);
+        va_end(ap);
+    }
+    return status;
+}
+
+/* Integer division and modulo rounding toward negative infinity (ONNX / Python semantics for dims). */
+static inline int64_t onnxc_floordiv(int64_t a, int64_t b) {
+    if (b == 0) return 0;
+    int64_t q = a / b;
+    if ((a % b != 0) && ((a < 0) != (b < 0))) q -= 1;
+    return q;
+}
+static inline int64_t onnxc_mod(int64_t a, int64_t b) {
+    if (b == 0) return 0;
+    int64_t r = a % b;
+    if (r != 0 && ((r < 0) != (b < 0))) r += b;
+    return r;
+}
+static inline int64_t onnxc_min(int64_t a, int64_t b) { return a < b ? a : b; }
+static inline int64_t onnxc_max(int64_t a, int64_t b) { return a > b ? a : b; }
+
+/* 64-byte aligned allocation; size 0 returns a valid unique pointer. */
+static inline void *onnxc_alloc(size_t n) {
+    void *p = NULL;
+    if (posix_memalign(&p, 64, n ? (n + 63) & ~(size_t)63 : 64) != 0) return NULL;
+    return p;
+}
+
+/* Greedy first-fit placement of buffers with known lifetimes into one arena.
+ * size[i] bytes live from step first[i] to step last[i] inclusive; writes offset[i] (64-byte aligned)
+ * and returns the arena size. Buffers are placed in the order given (callers pass largest first). */
+static inline size_t onnxc_plan_arena(int n, const size_t *size, const int *first, const int *last,
+                                      size_t *offset) {
+    size_t total = 0;
+    for (int i = 0; i < n; i++) {
+        size_t need = (size[i] + 63) & ~(size_t)63;
+        size_t off = 0;
+        int moved = 1;
+        while (moved) {
+            moved = 0;
+            for (int j = 0; j < i; j++) {
+                if (first[j] > last[i] || first[i] > last[j]) continue; /* lifetimes disjoint */
+                size_t oj = offset[j], nj = (size[j] + 63) & ~(size_t)63;
+                if (off < oj + nj && oj < off + need) { off = oj + nj; moved = 1; }
+            }
+        }
+        offset[i] = off;
+        if (off + need > total) total = off + need;
+    }
+    return total;
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ONNXC_H */
