@@ -1,0 +1,9 @@
+"""Test session setup: one compile cache shared by all tests and xdist workers of a run."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+if "ONNXC_CACHE_DIR" not in os.environ:
+    os.environ["ONNXC_CACHE_DIR"] = os.path.join(tempfile.gettempdir(), "onnxc-test-cache")

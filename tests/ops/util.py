@@ -1,0 +1,64 @@
+"""Helpers for op tests: build a one-node ONNX model, compile it with onnxc, compare with a reference."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import helper
+from onnx.reference import ReferenceEvaluator
+
+import onnxc
+
+
+def node_model(op_type: str, inputs: dict[str, np.ndarray], n_outputs: int = 1, opset: int = 21,
+               domain: str = "", input_shapes: dict[str, list] | None = None, const_inputs: tuple = (),
+               **attrs) -> onnx.ModelProto:
+    """A model with one node. Inputs named in ``const_inputs`` become initializers.
+
+    ``input_shapes`` overrides the declared shape of graph inputs (use strings for symbolic dims).
+    An input given as None is an omitted optional input.
+    """
+    names = list(inputs)
+    node = helper.make_node(op_type, [n if inputs[n] is not None else "" for n in names],
+                            [f"y{i}" for i in range(n_outputs)], domain=domain or None, **attrs)
+    g_inputs, inits = [], []
+    for n in names:
+        a = inputs[n]
+        if a is None:
+            continue
+        if n in const_inputs:
+            inits.append(onnx.numpy_helper.from_array(a, n))
+            continue
+        shape = (input_shapes or {}).get(n, list(a.shape))
+        g_inputs.append(helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), shape))
+    outs = [helper.make_tensor_value_info(f"y{i}", onnx.TensorProto.UNDEFINED, None) for i in range(n_outputs)]
+    graph = helper.make_graph([node], "t", g_inputs, outs, initializer=inits)
+    opsets = [helper.make_opsetid("", opset)]
+    if domain:
+        opsets.append(helper.make_opsetid(domain, 1))
+    return helper.make_model(graph, opset_imports=opsets)
+
+
+def reference(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    return ReferenceEvaluator(model).run(None, feeds)
+
+
+def check_node(op_type: str, inputs: dict[str, np.ndarray], n_outputs: int = 1, opset: int = 21,
+               rtol: float = 1e-5, atol: float = 1e-6, const_inputs: tuple = (),
+               input_shapes: dict | None = None, expected: list[np.ndarray] | None = None, **attrs):
+    """Compile a one-node model, run it, and compare every output with onnx.reference (or ``expected``)."""
+    model = node_model(op_type, inputs, n_outputs, opset, const_inputs=const_inputs,
+                       input_shapes=input_shapes, **attrs)
+    feeds = {k: v for k, v in inputs.items() if v is not None and k not in const_inputs}
+    want = expected if expected is not None else reference(model, feeds)
+    got = onnxc.compile(model).run(feeds)
+    for i, w in enumerate(want):
+        g = got[f"y{i}"]
+        w = np.asarray(w)
+        assert g.dtype == w.dtype, f"output {i}: dtype {g.dtype} != {w.dtype}"
+        assert g.shape == w.shape, f"output {i}: shape {g.shape} != {w.shape}"
+        if w.dtype.kind in "fc":
+            np.testing.assert_allclose(g, w, rtol=rtol, atol=atol)
+        else:
+            np.testing.assert_array_equal(g, w)
+    return got
