@@ -1,0 +1,28 @@
+"""Symbolic dims: canonical forms compare equal, evaluation, C rendering."""
+
+from onnxc.ir import ceildiv, dmax, dmin, evaluate, floordiv, mod, sym, to_c
+
+
+def test_canonical_equality():
+    n, h = sym("N"), sym("H")
+    assert n * 2 + 3 == 3 + 2 * n
+    assert (n * h) - (h * n) == 0
+    assert floordiv(6 * n + 3, 3) == 2 * n + 1
+    assert floordiv(n * h, n) == h
+    assert mod(4 * n, 2) == 0
+    assert dmin(n, n + 1) == n and dmax(n, n + 1) == n + 1
+    assert hash(n * h + 1) == hash(h * n + 1)
+
+
+def test_evaluate_and_floor_semantics():
+    n = sym("N")
+    e = floordiv(n - 7, 2)
+    assert evaluate(e, {"N": 0}) == -4  # floor, not truncation
+    assert evaluate(ceildiv(n, 4), {"N": 9}) == 3
+    assert evaluate(mod(n, 5), {"N": -3}) == 2
+
+
+def test_to_c_uses_helpers():
+    n = sym("N")
+    c = to_c(floordiv(n, 3) + 1, lambda s: "D[0]")
+    assert "onnxc_floordiv(D[0], 3)" in c
