@@ -6,6 +6,7 @@ from onnxc.ir import Dim
 from onnxc.ir.dims import Expr, free_symbols
 
 from .lower import Buffer, Program
+from .memory_plan import Slot, static_plan
 from .templating import c_string, render
 
 
@@ -77,6 +78,13 @@ def emit_c(p: Program) -> str:
                           "ctype": b.dtype.c, "static": all(isinstance(d, int) for d in b.shape)})
     # place big static buffers first: a better first-fit packing
     temps.sort(key=lambda t: (not t["static"], -_static_size(p.buffers[t["id"]])))
+    plan = static_plan([Slot(t["id"], _static_size(p.buffers[t["id"]]) if t["static"] else None,
+                             t["first"], t["last"]) for t in temps])
+    if plan is not None:
+        offsets, total = plan
+        for t in temps:
+            t["offset"] = offsets[t["id"]]
+    arena_bytes = plan[1] if plan is not None else None
     outputs = []
     for name, b, shape in p.outputs:
         outputs.append({"index": b.index, "rank": len(shape), "dtype": int(b.dtype),
@@ -90,7 +98,8 @@ def emit_c(p: Program) -> str:
     return render("model.c.j2", prefix=_PREFIX, helpers=list(p.helpers.values()), steps=steps,
                   input_names=[c_string(n) for n, _ in p.inputs],
                   dim_names=[c_string(n) for n in p.dimvars], ndim_alloc=max(1, len(p.dimvars)),
-                  input_checks=_input_checks(p), outputs=outputs, temps=temps, calls=calls)
+                  input_checks=_input_checks(p), outputs=outputs, temps=temps, calls=calls,
+                  arena_bytes=arena_bytes)
 
 
 def _static_size(b: Buffer) -> int:
