@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import onnx
 import pytest
 from _frontend_cases import all_models
@@ -94,12 +95,11 @@ def test_data_messages_round_trip(name):
     ref_cls = getattr(onnx, name)
     ref = ref_cls()
     if name == "SequenceProto":
-        ref = onnx.numpy_helper.from_list([onnx.numpy_helper.to_array(onnx.numpy_helper.from_array(
-            __import__("numpy").arange(3)))], "s")
+        ref = onnx.numpy_helper.from_list([np.arange(3)], "s")
     elif name == "MapProto":
-        ref = onnx.numpy_helper.from_dict({7: __import__("numpy").float32(1)}, "m")
+        ref = onnx.numpy_helper.from_dict({7: np.float32(1)}, "m")
     elif name == "OptionalProto":
-        ref = onnx.numpy_helper.from_optional([__import__("numpy").zeros(2)], "o")
+        ref = onnx.numpy_helper.from_optional([np.zeros(2)], "o")
     else:
         ref.domain, ref.opset_version = "x", 3
         ref.operator.add(op_type="Foo", since_version=2)

@@ -1,0 +1,91 @@
+"""``load_model``: an ONNX model (file, bytes or protobuf message) -> ir.Model.
+
+The bytes are parsed with onnxc's own schema (frontend/schema.py); a message from another protobuf
+library (e.g. ``onnx.ModelProto``) is serialized and re-parsed, so nothing here imports ``onnx``.
+Every failure is a ModelError naming what was wrong; protobuf and OS exceptions do not leak.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from google.protobuf.message import Message
+
+from onnxc.ir import Model, ModelError
+
+from . import schema
+from .functions import convert_function, opset_dict
+from .graphs import BuildContext, all_names, build_graph, normalize_domain
+
+Source = str | os.PathLike | bytes | bytearray | memoryview | Message
+
+
+def read_source(source: Any, message: type[Message], kind: str) -> tuple[Message, str | None, str]:
+    """Parse ``source`` (path, bytes or protobuf message) as ``message``.
+
+    Returns the message, the file path (None unless read from a file) and a description for errors.
+    """
+    path = None
+    if isinstance(source, (str, os.PathLike)):
+        path = os.path.abspath(os.fspath(source))
+        what = repr(os.fspath(source))
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            raise ModelError(f"file {what} does not exist") from None
+        except OSError as e:
+            raise ModelError(f"cannot read file {what}: {e.strerror or e}") from None
+    elif isinstance(source, (bytes, bytearray, memoryview)):
+        data = bytes(source)
+        what = f"{len(data)} bytes"
+    elif isinstance(source, Message):
+        if isinstance(source, message):
+            return source, None, f"the {kind} message"
+        data, what = source.SerializeToString(), f"the {type(source).__name__} message"
+    else:
+        raise TypeError(f"cannot load an ONNX {kind} from {type(source).__name__}; "
+                        "pass a path, bytes or a protobuf message")
+    msg = message()
+    try:
+        msg.ParseFromString(data)
+    except Exception as e:  # protobuf raises DecodeError, and RuntimeError/ValueError in some backends
+        raise ModelError(f"could not parse {what} as an ONNX {kind}: {e}") from None
+    return msg, path, what
+
+
+def load_model(source: Source, *, base_dir: str | os.PathLike[str] | None = None) -> Model:
+    """Load an ONNX model into the IR, validated (SSA, definedness, cycles, domains) and sorted.
+
+    ``source`` is a path, the serialized bytes, or any protobuf ModelProto (``onnx.ModelProto``
+    included). External tensor data is read relative to ``base_dir``, which defaults to the model
+    file's directory; models given as bytes or messages need ``base_dir`` if they use external data.
+    """
+    mp, path, what = read_source(source, schema.ModelProto, "ModelProto")
+    if not mp.HasField("graph"):
+        raise ModelError(f"could not parse {what} as an ONNX ModelProto: it has no graph")
+    if base_dir is None and path is not None:
+        base_dir = os.path.dirname(path)
+    data_dir = None if base_dir is None else os.fspath(base_dir)
+
+    opsets = opset_dict(mp.opset_import)
+    if not mp.opset_import and mp.ir_version < 3:
+        opsets[""] = 1  # IR versions 1 and 2 predate opset_import: the default opset is version 1
+    function_domains = {normalize_domain(f.domain) for f in mp.functions}
+    functions = {}
+    for fp in mp.functions:
+        f = convert_function(fp, opsets, function_domains, data_dir)
+        key = (f.domain, f.name, f.overload)
+        if key in functions:
+            raise ModelError(f"model-local function {key} is defined twice")
+        functions[key] = f
+
+    ctx = BuildContext(opsets, set(opsets) | function_domains, data_dir, taken=all_names(mp.graph))
+    graph = build_graph(mp.graph, ctx)
+    return Model(
+        graph=graph, opset_imports=opsets, functions=functions, ir_version=mp.ir_version,
+        producer_name=mp.producer_name, producer_version=mp.producer_version,
+        model_version=mp.model_version, doc=mp.doc_string,
+        metadata={e.key: e.value for e in mp.metadata_props}, path=path,
+    )

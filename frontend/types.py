@@ -1,0 +1,61 @@
+"""ONNX TypeProto -> IR value types.
+
+Dimensions become ints (``dim_value >= 0``), dimension variables named by ``dim_param`` (kept
+verbatim: codegen makes them safe C names), or, when the model leaves a dimension unknown, a fresh
+variable named ``"<value>:<axis>"`` so that error messages point at the value it came from.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from onnxc.ir import DType, MapType, ModelError, OptionalType, SequenceType, TensorType, sym
+
+
+def convert_dtype(code: int, what: str) -> DType:
+    """The IR element type of an ONNX ``TensorProto.DataType`` number; ``what`` names the owner."""
+    try:
+        return DType(code)
+    except ValueError:
+        raise ModelError(f"{what}: element type {code} is not supported by onnxc") from None
+
+
+def convert_shape(shape: Any, value_name: str) -> tuple:
+    """IR shape of a TensorShapeProto belonging to the value ``value_name``."""
+    dims = []
+    for axis, d in enumerate(shape.dim):
+        which = d.WhichOneof("value")
+        if which == "dim_value" and d.dim_value >= 0:
+            dims.append(int(d.dim_value))
+        elif which == "dim_param" and d.dim_param:
+            dims.append(sym(d.dim_param))
+        else:
+            dims.append(sym(f"{value_name}:{axis}"))
+    return tuple(dims)
+
+
+def convert_type(tp: Any, value_name: str) -> Any:
+    """IR type (TensorType, SequenceType, OptionalType, MapType) of a TypeProto, or None if unknown.
+
+    Sparse tensors become dense TensorTypes: onnxc densifies sparse values at the boundary.
+    Opaque types and TypeProtos with no value set have no IR equivalent and give None.
+    """
+    which = tp.WhichOneof("value")
+    if which in ("tensor_type", "sparse_tensor_type"):
+        t = getattr(tp, which)
+        dtype = convert_dtype(t.elem_type, f"type of {value_name!r}")
+        shape = convert_shape(t.shape, value_name) if t.HasField("shape") else None
+        return TensorType(dtype, shape)
+    if which == "sequence_type":
+        return SequenceType(_inner(tp.sequence_type, value_name))
+    if which == "optional_type":
+        return OptionalType(_inner(tp.optional_type, value_name))
+    if which == "map_type":
+        key = convert_dtype(tp.map_type.key_type, f"map key type of {value_name!r}")
+        value = convert_type(tp.map_type.value_type, value_name) if tp.map_type.HasField("value_type") else None
+        return MapType(key, value)
+    return None
+
+
+def _inner(t: Any, value_name: str) -> Any:
+    return convert_type(t.elem_type, value_name) if t.HasField("elem_type") else None
