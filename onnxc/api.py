@@ -93,9 +93,15 @@ class CompiledModel:
 
 
 def compile(model, *, threads: int | None = None, cache_dir: str | os.PathLike | None = None,
-            cc: str | None = None, flags: tuple[str, ...] | None = None, check_ir: bool = False,
+            cc: str | None = None, flags: tuple[str, ...] | None = None, check_ir: bool | None = None,
             dump_ir: str | set[str] | None = None) -> CompiledModel:
-    """Compile an ONNX model (path, bytes or protobuf ModelProto) to native code."""
+    """Compile an ONNX model (path, bytes or protobuf ModelProto) to native code.
+
+    ``threads``: threads the kernels may use (default: all cores). ``cache_dir``: compile cache
+    (default ``$ONNXC_CACHE_DIR`` or ``~/.cache/onnxc``). ``cc``/``flags``: C compiler and its
+    optimization flags (default ``-O3 -march=native``). ``check_ir``: run the IR checker after every
+    pass (default from ``$ONNXC_CHECK_IR``). ``dump_ir``: print the IR after the named passes or "all".
+    """
     t0 = time.perf_counter()
     if isinstance(model, Model):
         m = model
@@ -105,6 +111,8 @@ def compile(model, *, threads: int | None = None, cache_dir: str | os.PathLike |
         m = load_model(model)
     t1 = time.perf_counter()
     check_supported(m)
+    if check_ir is None:
+        check_ir = os.environ.get("ONNXC_CHECK_IR", "") not in ("", "0")
     m = optimize(m, check=check_ir, dump_after=dump_ir)
     t2 = time.perf_counter()
     nthreads = threads or os.cpu_count() or 1

@@ -7,3 +7,6 @@ import tempfile
 
 if "ONNXC_CACHE_DIR" not in os.environ:
     os.environ["ONNXC_CACHE_DIR"] = os.path.join(tempfile.gettempdir(), "onnxc-test-cache")
+
+# every compile in the tests runs the IR checker after each pass
+os.environ.setdefault("ONNXC_CHECK_IR", "1")
