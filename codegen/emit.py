@@ -27,7 +27,7 @@ def _single_sym(d: Dim) -> str | None:
 def _input_checks(p: Program) -> list[str]:
     lines: list[str] = []
     late: list[str] = []
-    for i, (name, b) in enumerate(p.inputs):
+    for i, (_name, b) in enumerate(p.inputs):
         lines.append(f"    if (in[{i}].rank != {len(b.shape)}) return onnxc_fail(rt, ONNXC_ERR_INPUT, "
                      f"\"input '%s': expected rank %d, got %d\", {_names()}[{i}], {len(b.shape)}, "
                      f"(int)in[{i}].rank);")
@@ -86,7 +86,7 @@ def emit_c(p: Program) -> str:
             t["offset"] = offsets[t["id"]]
     arena_bytes = plan[1] if plan is not None else None
     outputs = []
-    for name, b, shape in p.outputs:
+    for _name, b, shape in p.outputs:
         outputs.append({"index": b.index, "rank": len(shape), "dtype": int(b.dtype),
                         "dims": [p.dim_c(d) for d in shape], "nbytes": _nbytes(p, b, shape)})
     calls = []

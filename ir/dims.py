@@ -73,7 +73,7 @@ def _key(d: Dim) -> tuple:
     return (1, d.key())
 
 
-Atom = Union[Sym, Fn]
+Atom = Sym | Fn
 Monomial = tuple  # tuple[(Atom, power), ...] sorted by atom key
 
 

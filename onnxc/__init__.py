@@ -1,7 +1,14 @@
 """onnxc: compile ONNX models to C for CPUs and call them from Python."""
 
-from onnxc.ir.errors import (CompileError, InputError, ModelError, OnnxcError, RuntimeFailure, ShapeError,
-                             UnsupportedOpError)
+from onnxc.ir.errors import (
+                             CompileError,
+                             InputError,
+                             ModelError,
+                             OnnxcError,
+                             RuntimeFailure,
+                             ShapeError,
+                             UnsupportedOpError,
+)
 
 from .api import CompiledModel, TensorInfo, compile
 

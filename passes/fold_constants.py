@@ -21,16 +21,16 @@ def try_fold(node: Node) -> bool:
     """Fold ``node`` in place if possible; True when it was folded."""
     if node.graph is None or any(sg for sg in node.subgraphs()):
         return False
-    fn = fold_for(node)
-    if fn is None:
-        return False
-    ins = node.inputs
-    if any(v is not None and v.const is None for v in ins):
-        return False
     if any(not isinstance(o.type, TensorType) for o in node.outputs):
         return False
+    ins = node.inputs
     arrays = [None if v is None else v.const for v in ins]
-    results = fn(node, arrays)
+    results = _static_sym_values(node)
+    if results is None:
+        fn = fold_for(node)
+        if fn is None or any(v is not None and v.const is None for v in ins):
+            return False
+        results = fn(node, arrays)
     if results is None:
         return False
     in_bytes = sum(a.nbytes for a in arrays if isinstance(a, np.ndarray))
@@ -50,6 +50,19 @@ def try_fold(node: Node) -> bool:
         o.producer = None
         g.add_initializer(o)
     return True
+
+
+def _static_sym_values(node: Node) -> list[np.ndarray] | None:
+    """Outputs whose symbolic values (shape tensors) are all plain ints are constants, whatever the inputs
+    (e.g. Shape of a statically shaped tensor, Gather of a static dim from a symbolic shape)."""
+    outs = []
+    for o in node.outputs:
+        sv, t = o.sym_value, o.type
+        if sv is None or not t.is_static or not all(isinstance(d, int) for d in sv) or \
+                len(sv) != int(np.prod(t.shape, dtype=np.int64)):
+            return None
+        outs.append(np.array(sv, dtype=t.dtype.np).reshape(t.shape))
+    return outs or None
 
 
 def fold_graph(g: Graph) -> bool:

@@ -10,3 +10,6 @@ if "ONNXC_CACHE_DIR" not in os.environ:
 
 # every compile in the tests runs the IR checker after each pass
 os.environ.setdefault("ONNXC_CHECK_IR", "1")
+
+# the conformance suite's reporting (summary line + JSON report) for runs from the repo root
+pytest_plugins = ["conformance.plugin"]

@@ -1,82 +1,311 @@
-"""Elementwise ops: one table row per op, a C expression over the input elements.
+"""Elementwise ops: one table row per op, a C expression over the input elements per type class.
 
-Expressions use ``{0}``, ``{1}``... for input elements and ``{name}`` for attributes (rendered as C
-literals of the computation type). ``<tgmath.h>`` makes ``exp``/``sqrt``/... pick the float or double
-version from the argument type, so one row serves both.
+A row gives an expression for floats (``f``: float, double), signed (``s``) and unsigned (``u``)
+integers and bool (``b``); ``i`` sets both integer classes, ``all`` every class. A dtype whose class
+has no expression is rejected. Placeholders: ``{0}``, ``{1}``... input elements; ``{T}`` the C type
+and ``{t}`` the short type name of the typed input (helpers are named ``onnxc_div_int32``...);
+``{f}`` the libm suffix (``sqrtf`` for float, ``sqrt`` for double); attribute names render the
+attribute as a C literal (float attributes in the float type, or double for integer inputs).
+exp/log/tanh/sigmoid/erf/softplus/floor/ceil go through ``onnxc_<fn>_<type>`` helpers whose float versions are
+branch-free polynomials, so the loops vectorize.
+
+Integer semantics that C leaves undefined are defined by the helpers of runtime_c/onnxc_elementwise.h
+(wrapping arithmetic, x / 0 -> 0, saturating float -> int); the fold rules' numpy twins in
+passes/shapes/elementwise_np.py compute the same.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field, replace
 
-from onnxc.ir import DType
+from onnxc.ir import DType, Node
+from onnxc.passes.shapes.elementwise import legacy_b_shape
+from onnxc.passes.shapes.elementwise_np import SELU, SELU_V1
 
-from .base import KernelCtx, kernel
+from .base import KernelCtx, Operand, kernel
 from .loops import broadcast_loop
 
-# op -> (expression, attribute defaults)
-UNARY: dict[str, tuple[str, dict]] = {
-    "Relu": ("({0} > 0 ? {0} : 0)", {}),
-    "Neg": ("(-{0})", {}),
-    "Abs": ("({0} < 0 ? -{0} : {0})", {}),
-    "Exp": ("exp({0})", {}),
-    "Log": ("log({0})", {}),
-    "Sqrt": ("sqrt({0})", {}),
-    "Reciprocal": ("(1 / {0})", {}),
-    "Sigmoid": ("(1 / (1 + exp(-{0})))", {}),
-    "Tanh": ("tanh({0})", {}),
-    "LeakyRelu": ("({0} < 0 ? {alpha} * {0} : {0})", {"alpha": 0.01}),
-    "Floor": ("floor({0})", {}),
-    "Ceil": ("ceil({0})", {}),
+HEADER = '#include "onnxc_elementwise.h"'
+TGMATH = "#include <tgmath.h>"  # for other families' kernels; this one names float/double functions itself
+
+
+@dataclass(frozen=True)
+class Ew:
+    """One op: expressions per type class, attribute defaults, whether the output is bool."""
+
+    exprs: dict[str, str]
+    attrs: dict = field(default_factory=dict)
+    out_bool: bool = False
+    typed_input: int = 0  # the input whose dtype picks the expression (Where: X)
+
+
+def ew(f: str | None = None, i: str | None = None, s: str | None = None, u: str | None = None,
+       b: str | None = None, all: str | None = None, out_bool: bool = False, typed_input: int = 0,
+       **attrs) -> Ew:
+    exprs = {"f": f or all, "s": s or i or all, "u": u or i or all, "b": b or all}
+    return Ew({k: v for k, v in exprs.items() if v}, attrs, out_bool, typed_input)
+
+
+UNARY: dict[str, Ew] = {
+    "Abs": ew(f="fabs{f}({0})", i="onnxc_abs_{t}({0})"),
+    "Neg": ew(f="(-{0})", s="onnxc_neg_{t}({0})"),
+    "Exp": ew(f="onnxc_exp_{t}({0})"),
+    "Log": ew(f="onnxc_log_{t}({0})"),
+    "Sqrt": ew(f="sqrt{f}({0})"),
+    "Reciprocal": ew(f="(1 / {0})"),
+    "Floor": ew(f="onnxc_floor_{t}({0})"),
+    "Ceil": ew(f="onnxc_ceil_{t}({0})"),
+    "Round": ew(f="nearbyint{f}({0})"),  # half to even under the default rounding mode
+    "Sign": ew(f="({0} > 0 ? 1 : {0} < 0 ? -1 : {0})", s="({T})(({0} > 0) - ({0} < 0))", u="({T})({0} > 0)"),
+    "Sigmoid": ew(f="onnxc_sigmoid_{t}({0})"),
+    "HardSigmoid": ew(f="ONNXC_CLAMP01({alpha} * {0} + {beta})", alpha=0.2, beta=0.5),
+    "Tanh": ew(f="onnxc_tanh_{t}({0})"),
+    "Relu": ew(f="({0} < 0 ? 0 : {0})", s="({0} < 0 ? 0 : {0})"),
+    "LeakyRelu": ew(f="({0} > 0 ? {0} : {0} * {alpha})", alpha=0.01),
+    "Elu": ew(f="({0} < 0 ? {alpha} * onnxc_expm1_{t}({0}) : {0})", alpha=1.0),
+    "Selu": ew(f="({0} > 0 ? {gamma} * {0} : {gamma} * {alpha} * onnxc_expm1_{t}({0}))", **SELU),
+    "Celu": ew(f="({0} > 0 ? {0} : {alpha} * onnxc_expm1_{t}({0} / {alpha}))", alpha=1.0),
+    "ThresholdedRelu": ew(f="({0} > {alpha} ? {0} : 0)", alpha=1.0),
+    "Softplus": ew(f="onnxc_softplus_{t}({0})"),
+    "Softsign": ew(f="({0} / (1 + fabs{f}({0})))"),
+    "HardSwish": ew(f="({0} * ONNXC_CLAMP01({0} * ({T})(1.0 / 6) + ({T})0.5))"),
+    "Mish": ew(f="({0} * onnxc_tanh_{t}(onnxc_softplus_{t}({0})))"),
+    "Swish": ew(f="({0} * onnxc_sigmoid_{t}({alpha} * {0}))", alpha=1.0),
+    "Gelu": ew(f="(({T})0.5 * {0} * (1 + onnxc_erf_{t}({0} * ({T})0.70710678118654752440)))"),
+    "Gelu:tanh": ew(f="(({T})0.5 * {0} * (1 + onnxc_tanh_{t}(({T})0.79788456080286535588 * ({0} + ({T})0.044715 * {0} "
+                      "* {0} * {0}))))"),
+    "Erf": ew(f="onnxc_erf_{t}({0})"),
+    "Sin": ew(f="sin{f}({0})"), "Cos": ew(f="cos{f}({0})"), "Tan": ew(f="tan{f}({0})"),
+    "Asin": ew(f="asin{f}({0})"), "Acos": ew(f="acos{f}({0})"), "Atan": ew(f="atan{f}({0})"),
+    "Sinh": ew(f="sinh{f}({0})"), "Cosh": ew(f="cosh{f}({0})"), "Asinh": ew(f="asinh{f}({0})"),
+    "Acosh": ew(f="acosh{f}({0})"), "Atanh": ew(f="atanh{f}({0})"),
+    "IsNaN": ew(f="isnan({0})", out_bool=True),
+    "IsInf": ew(f="(({0} == INFINITY && {detect_positive}) || ({0} == -INFINITY && {detect_negative}))",
+                out_bool=True, detect_positive=1, detect_negative=1),
+    "Not": ew(b="(!{0})"),
+    "BitwiseNot": ew(i="({T})~{0}"),
+    "Shrink": ew(f="({0} < -{lambd} ? {0} + {bias} : {0} > {lambd} ? {0} - {bias} : 0)",
+                 i="onnxc_from_double_{t}({0} < -{lambd} ? {0} + {bias} : {0} > {lambd} ? {0} - {bias} : 0)",
+                 lambd=0.5, bias=0.0),
 }
 
-BINARY: dict[str, str] = {
-    "Add": "({0} + {1})",
-    "Sub": "({0} - {1})",
-    "Mul": "({0} * {1})",
-    "Div": "({0} / {1})",
+BINARY: dict[str, Ew] = {
+    "Add": ew(f="({0} + {1})", i="onnxc_add_{t}({0}, {1})"),
+    "Sub": ew(f="({0} - {1})", i="onnxc_sub_{t}({0}, {1})"),
+    "Mul": ew(f="({0} * {1})", i="onnxc_mul_{t}({0}, {1})"),
+    "Div": ew(f="({0} / {1})", i="onnxc_div_{t}({0}, {1})"),
+    "Mod": ew(f="onnxc_mod_{t}({0}, {1})", i="onnxc_mod_{t}({0}, {1})"),
+    "Mod:fmod": ew(f="fmod{f}({0}, {1})", i="onnxc_fmod_{t}({0}, {1})"),
+    "BitShift:LEFT": ew(i="onnxc_shl_{t}({0}, {1})"),
+    "BitShift:RIGHT": ew(i="onnxc_shr_{t}({0}, {1})"),
+    "BitwiseAnd": ew(i="({T})({0} & {1})"),
+    "BitwiseOr": ew(i="({T})({0} | {1})"),
+    "BitwiseXor": ew(i="({T})({0} ^ {1})"),
+    "And": ew(b="({0} && {1})"),
+    "Or": ew(b="({0} || {1})"),
+    "Xor": ew(b="({0} != {1})"),
+    "Equal": ew(all="({0} == {1})", out_bool=True),
+    "Less": ew(f="({0} < {1})", i="({0} < {1})", out_bool=True),
+    "Greater": ew(f="({0} > {1})", i="({0} > {1})", out_bool=True),
+    "LessOrEqual": ew(f="({0} <= {1})", i="({0} <= {1})", out_bool=True),
+    "GreaterOrEqual": ew(f="({0} >= {1})", i="({0} >= {1})", out_bool=True),
+    "PRelu": ew(f="({0} > 0 ? {0} : {0} * {1})", s="({0} > 0 ? {0} : onnxc_mul_{t}({0}, {1}))", u="{0}"),
+    "Where": ew(all="({0} ? {1} : {2})", typed_input=1),
 }
 
-COMPARE: dict[str, str] = {
-    "Equal": "({0} == {1})",
-    "Less": "({0} < {1})",
-    "Greater": "({0} > {1})",
-    "LessOrEqual": "({0} <= {1})",
-    "GreaterOrEqual": "({0} >= {1})",
+# variadic ops: how two partial results combine, and the final step (Mean divides)
+VARIADIC: dict[str, Ew] = {
+    "Max": ew(f="onnxc_max_{t}({0}, {1})", i="onnxc_max_{t}({0}, {1})"),
+    "Min": ew(f="onnxc_min_{t}({0}, {1})", i="onnxc_min_{t}({0}, {1})"),
+    "Sum": ew(f="({0} + {1})", i="onnxc_add_{t}({0}, {1})"),
+    "Mean": ew(f="({0} + {1})"),
 }
 
-
-def literal(x: float, dtype: DType) -> str:
-    """A C literal of ``x`` in the computation type of ``dtype``."""
-    if dtype == DType.DOUBLE:
-        return repr(float(x)) if math.isfinite(x) else ("INFINITY" if x > 0 else "-INFINITY" if x < 0 else "NAN")
-    if dtype.is_float:
-        if math.isnan(x):
-            return "NAN"
-        if math.isinf(x):
-            return "INFINITY" if x > 0 else "-INFINITY"
-        return f"{float(x)!r}f"
-    return str(int(x))
+TYPE_CLASS = {DType.FLOAT: "f", DType.DOUBLE: "f", DType.BOOL: "b", DType.INT8: "s", DType.INT16: "s",
+              DType.INT32: "s", DType.INT64: "s", DType.UINT8: "u", DType.UINT16: "u", DType.UINT32: "u",
+              DType.UINT64: "u"}
 
 
-TGMATH = "#include <tgmath.h>"
+def row_key(node: Node) -> str:
+    """The table row of ``node``: the op type, or op:variant when an attribute picks the semantics."""
+    op = node.op_type
+    if op == "Gelu" and node.attr("approximate", "none") == "tanh":
+        return "Gelu:tanh"
+    if op == "Mod" and node.attr("fmod", 0):
+        return "Mod:fmod"
+    if op == "BitShift":
+        return f"BitShift:{node.attr('direction')}"
+    return op
 
 
-def _expr(ctx: KernelCtx, template: str, defaults: dict) -> str:
-    dt = ctx.ins[0].dtype
-    attrs = {k: literal(ctx.attr(k, v), dt) for k, v in defaults.items()}
-    return template.format(*[f"{{{i}}}" for i in range(len(ctx.ins))], **attrs)
+def int_literal(x: int) -> str:
+    """A C integer literal of ``x`` that is well typed over the whole int64/uint64 range."""
+    x = int(x)
+    if x == -(2**63):
+        return "INT64_MIN"
+    if x >= 2**63:
+        return f"{x}ULL"
+    return f"INT64_C({x})" if abs(x) > 2**31 - 1 else str(x)
 
 
-@kernel(*UNARY)
-def unary(ctx: KernelCtx) -> str:
-    ctx.helper("tgmath", TGMATH)
-    template, defaults = UNARY[ctx.node.op_type]
-    return broadcast_loop(ctx.outs[0], [ctx.ins[0]], _expr(ctx, template, defaults))
+def c_literal(x: float | int, dtype: DType, is_int: bool = False) -> str:
+    """C literal of ``x``: an int, or a float literal of dtype's float type (double for int dtypes)."""
+    if is_int:
+        s = int_literal(x)
+    elif not math.isfinite(x):
+        s = "NAN" if math.isnan(x) else "INFINITY" if x > 0 else "-INFINITY"
+        if dtype == DType.DOUBLE or not dtype.is_float:
+            s = f"(double){s}"
+    else:
+        s = repr(float(x)) + ("f" if dtype == DType.FLOAT else "")
+    return f"({s})" if s.startswith("-") else s
 
 
-@kernel(*BINARY, *COMPARE)
-def binary(ctx: KernelCtx) -> str:
-    op = ctx.node.op_type
-    template = BINARY.get(op) or COMPARE[op]
-    return broadcast_loop(ctx.outs[0], ctx.ins[:2], template)
+def _row(node: Node) -> Ew | None:
+    key = row_key(node)
+    return UNARY.get(key) or BINARY.get(key) or VARIADIC.get(key)
+
+
+def _typed(node: Node, row: Ew) -> DType | None:
+    v = node.input(row.typed_input)
+    return None if v is None else v.dtype
+
+
+def unsupported(node: Node) -> str | None:
+    """Why the elementwise kernel cannot lower ``node`` (None when it can or types are not known yet)."""
+    row = _row(node)
+    if row is None:
+        return f"{node.op_type} with {row_key(node).split(':')[-1]!r} is not supported"
+    dt = _typed(node, row)
+    if dt is None:
+        return None
+    cls = TYPE_CLASS.get(dt)
+    if cls is None:
+        return f"{dt.short} tensors are not supported yet"
+    if cls not in row.exprs:
+        return f"{node.op_type} on {dt.short} tensors is not supported"
+    return None
+
+
+def expression(ctx: KernelCtx, row: Ew, dt: DType) -> str:
+    """The row's C expression for dtype ``dt`` with attributes and type names filled in."""
+    reason = unsupported(ctx.node)
+    if reason:
+        raise NotImplementedError(reason)
+    defaults = row.attrs
+    if ctx.node.op_type == "Selu" and ctx.node.version < 6:
+        defaults = SELU_V1
+    vals = {k: c_literal(ctx.attr(k, v), dt, isinstance(v, int)) for k, v in defaults.items()}
+    names = {"T": dt.c, "t": dt.short, "f": "f" if dt == DType.FLOAT else ""}
+    n = max(len(ctx.ins), 3)
+    return row.exprs[TYPE_CLASS[dt]].format(*[f"{{{i}}}" for i in range(n)], **vals, **names)
+
+
+def node_name(ctx: KernelCtx) -> str:
+    from onnxc.codegen.templating import c_string
+
+    return c_string(ctx.node.describe())
+
+
+def reshaped(op: Operand, shape: tuple, dim_c) -> Operand:
+    """A view of ``op`` with another shape of the same size (legacy broadcast, scalars)."""
+    return replace(op, shape=tuple(shape), dims=[dim_c(d) for d in shape])
+
+
+def loop(ctx: KernelCtx, ins: list[Operand], expr: str) -> str:
+    ctx.helper("elementwise", HEADER)
+    return broadcast_loop(ctx.outs[0], ins, expr, name=node_name(ctx), threads=ctx.threads)
+
+
+@kernel(*UNARY, *(k.split(":")[0] for k in BINARY), *VARIADIC, accepts=unsupported)
+def elementwise(ctx: KernelCtx) -> str:
+    node = ctx.node
+    row = _row(node)
+    dt = _typed(node, row)
+    expr = expression(ctx, row, dt)
+    ins = list(ctx.ins)
+    if len(ins) == 2 and node.version < 7:
+        ins[1] = reshaped(ins[1], legacy_b_shape(node, ins[0].shape, ins[1].shape), ctx.dim)
+    if node.op_type in VARIADIC:
+        acc = "{0}"
+        for k in range(1, len(ins)):
+            acc = expr.replace("{1}", f"{{{k}}}").replace("{0}", acc, 1)
+        if node.op_type == "Mean":
+            acc = f"({acc} / ({dt.c}){len(ins)})"
+        expr = acc
+    return loop(ctx, ins, expr)
+
+
+def pow_expr(base: DType, exp: DType) -> str:
+    """C expression of Pow for a base and exponent of any numeric types (numpy.power, cast to base)."""
+    if base.is_float:
+        if exp == base:
+            return f"pow{'f' if base == DType.FLOAT else ''}({{0}}, {{1}})"
+        return f"({base.c})pow((double){{0}}, (double){{1}})"
+    if exp.is_float:
+        return f"onnxc_from_double_{base.short}(pow((double){{0}}, (double){{1}}))"
+    e = "onnxc_pow_exp_u64({1})" if exp == DType.UINT64 else "(int64_t){1}"
+    return f"({base.c})onnxc_ipow((int64_t){{0}}, {e})"
+
+
+def _pow_unsupported(node: Node) -> str | None:
+    for v in node.inputs[:2]:
+        if v is not None and v.dtype is not None and TYPE_CLASS.get(v.dtype, "b") == "b":
+            return f"Pow on {v.dtype.short} tensors is not supported" + (
+                "" if v.dtype == DType.BOOL else " yet")
+    return None
+
+
+@kernel("Pow", accepts=_pow_unsupported)
+def power(ctx: KernelCtx) -> str:
+    reason = _pow_unsupported(ctx.node)
+    if reason:
+        raise NotImplementedError(reason)
+    x, y = ctx.ins
+    if ctx.node.version < 7:
+        y = reshaped(y, legacy_b_shape(ctx.node, x.shape, y.shape), ctx.dim)
+    e = float(y.const.reshape(-1)[0]) if y.const is not None and y.const.size == 1 else None
+    if e in (1.0, 2.0, 3.0) and y.rank <= x.rank and all(d == 1 for d in y.shape):
+        mul = "({0} * {1})" if x.dtype.is_float else f"onnxc_mul_{x.dtype.short}({{0}}, {{1}})"
+        expr = {1.0: "{0}", 2.0: mul.format("{0}", "{0}")}.get(e) or mul.format(mul.format("{0}", "{0}"), "{0}")
+        return loop(ctx, [x], expr)  # exact: x * x is what pow(x, 2) rounds to
+    return loop(ctx, [x, y], pow_expr(x.dtype, y.dtype))
+
+
+def _clip_unsupported(node: Node) -> str | None:
+    dt = node.inputs[0].dtype if node.inputs else None
+    if dt is not None and TYPE_CLASS.get(dt, "b") == "b":
+        return f"Clip on {dt.short} tensors is not supported" + ("" if dt == DType.BOOL else " yet")
+    return None
+
+
+@kernel("Clip", accepts=_clip_unsupported)
+def clip(ctx: KernelCtx) -> str:
+    """Clip to [min, max]; an absent bound does not clip. min > max gives max (numpy.clip)."""
+    reason = _clip_unsupported(ctx.node)
+    if reason:
+        raise NotImplementedError(reason)
+    x = ctx.ins[0]
+    dt = x.dtype
+    ins, bounds = [x], []
+    for i, name in ((1, "min"), (2, "max")):
+        if ctx.node.version < 11:
+            v = ctx.attr(name)
+            bounds.append(None if v is None else c_literal(v, dt))
+            continue
+        op = ctx.ins[i] if i < len(ctx.ins) else None
+        if op is None:
+            bounds.append(None)
+        elif op.const is not None:
+            v = op.const.reshape(-1)[0]
+            bounds.append(c_literal(v.item(), dt, not dt.is_float) if dt != DType.BOOL else str(int(v)))
+        else:
+            bounds.append(f"{{{len(ins)}}}")
+            ins.append(reshaped(op, (), ctx.dim))
+    expr = "{0}"
+    if bounds[0] is not None:
+        expr = f"({expr} < {bounds[0]} ? {bounds[0]} : {expr})"
+    if bounds[1] is not None:
+        expr = f"({expr} > {bounds[1]} ? {bounds[1]} : {expr})"
+    return loop(ctx, ins, expr)

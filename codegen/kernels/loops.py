@@ -1,73 +1,166 @@
 """Loop nests shared by kernels: the N-ary broadcasting elementwise loop.
 
 ``broadcast_loop(out, ins, expr)`` writes ``out[i] = expr(in0[...], in1[...], ...)`` for every output
-element, where each input is broadcast to the output shape (numpy rules). Static shapes collapse to
-one flat loop or to rows with contiguous inner loops; symbolic dims decide broadcasting at run time.
+element, where each input is broadcast to the output shape (numpy rules). The loop nest is planned
+from the shapes at compile time:
+
+- axes whose output extent is statically 1 are dropped;
+- adjacent axes that every input treats the same way (all equal to the output, or all broadcast)
+  are coalesced into one, so equal shapes become one flat loop and ``[N, C, H, W] + [1, C, 1, 1]``
+  becomes three loops;
+- the innermost loop runs over contiguous output elements; a broadcast input there is a hoisted
+  scalar, so the loop vectorizes.
+
+A symbolic input dim that differs from the output's (``M`` against ``N``) may be 1 or equal at run
+time: its stride is chosen at run time and a mismatch returns an error instead of reading out of
+bounds.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from onnxc.ir import DType
+from onnxc.ir.dims import is_static
+
 from .base import Operand
 
-
-def _is1(d: str) -> bool:
-    return d == "1"
+PARALLEL_MIN = 1 << 15  # elements below which threads cost more than they save
 
 
-def broadcast_loop(out: Operand, ins: list[Operand], expr: str, out_expr_cast: str | None = None) -> str:
-    """C statements computing ``out`` elementwise; ``expr`` uses ``{0}``, ``{1}``... for input elements."""
+@dataclass
+class _Axis:
+    dim: str                 # C expression of the output extent
+    kinds: tuple[str, ...]   # per input: "S" equal to the output, "B" broadcast, "D" decided at run time
+    strides: list[str]       # per input: element stride (C expression), "0" when broadcast
+
+
+def _mul(a: str, b: str) -> str:
+    if a == "1":
+        return b
+    if b == "1":
+        return a
+    if a.isdigit() and b.isdigit():
+        return str(int(a) * int(b))
+    return f"({a}) * ({b})"
+
+
+def _term(i: str, s: str) -> str | None:
+    if s == "0":
+        return None
+    return i if s == "1" else f"{i} * {s}"
+
+
+def _check(k: int, j: int, d: str, want: str) -> str:
+    """A run-time test that input ``k``'s axis ``j`` (extent ``d``) broadcasts to extent ``want``."""
+    return (f"if (({d}) != 1 && ({d}) != ({want})) return onnxc_fail(rt, ONNXC_ERR_RUNTIME, \"%s: input "
+            f"{k} axis {j} has %lld elements, cannot broadcast to %lld\", NODE, (long long)({d}), "
+            f"(long long)({want}));")
+
+
+def _plan(out: Operand, ins: list[Operand]) -> tuple[list[_Axis], list[str]]:
+    """Coalesced loop axes and the run-time broadcast checks they need."""
     r = out.rank
-    cast = f"({out_expr_cast})" if out_expr_cast else ""
-    # fast path: every input has the output's shape or is a single element
-    flat = True
-    for op in ins:
-        if op.shape == out.shape:
-            continue
-        if all(_is1(d) for d in op.dims):
-            continue
-        flat = False
-    if flat:
-        args = [f"{op.ptr}[i]" if op.shape == out.shape else f"{op.ptr}[0]" for op in ins]
-        n = out.numel()
-        return (f"const int64_t n = {n};\n"
-                f"#pragma omp simd\n"
-                f"for (int64_t i = 0; i < n; i++) {out.ptr}[i] = {cast}({expr.format(*args)});\n"
-                "return 0;")
-    lines = []
-    # per-axis output dims and per-input strides (0 where the input broadcasts)
+    axes: list[_Axis] = []
+    checks: list[str] = []
+    strides = [op.strides() for op in ins]
     for a in range(r):
-        lines.append(f"const int64_t d{a} = {out.dims[a]};")
-    for k, op in enumerate(ins):
-        off = r - op.rank
-        strides = op.strides()
-        for a in range(r):
-            j = a - off
-            if j < 0 or _is1(op.dims[j]):
-                s = "0"
-            elif op.dims[j] == out.dims[a]:
-                s = strides[j]
+        od = out.shape[a]
+        if is_static(od) and od == 1:
+            for k, op in enumerate(ins):
+                j = a - (r - op.rank)
+                if j >= 0 and not is_static(op.shape[j]):
+                    checks.append(_check(k, j, op.dims[j], "1"))
+            continue
+        kinds, st = [], []
+        for k, op in enumerate(ins):
+            j = a - (r - op.rank)
+            if j < 0:
+                kinds.append("B")
+                st.append("0")
+                continue
+            d = op.shape[j]
+            if d == od:
+                kinds.append("S")
+                st.append(strides[k][j])
+            elif is_static(d) and d == 1:
+                kinds.append("B")
+                st.append("0")
+            elif is_static(d) and is_static(od):
+                raise ValueError(f"input {k} dim {d} cannot broadcast to {od} (axis {a})")
             else:
-                s = f"(({op.dims[j]}) == 1 ? 0 : {strides[j]})"
-            lines.append(f"const int64_t s{k}_{a} = {s};")
-    if r == 0:
-        args = [f"{op.ptr}[0]" for op in ins]
-        lines.append(f"{out.ptr}[0] = {cast}({expr.format(*args)});")
-        lines.append("return 0;")
-        return "\n".join(lines)
-    lines.append("int64_t o = 0;")
-    inner = r - 1
-    # outer loops
-    for a in range(inner):
-        lines.append(f"for (int64_t i{a} = 0; i{a} < d{a}; i{a}++) {{")
-    bases = []
+                kinds.append("D")
+                st.append(f"(({op.dims[j]}) == 1 ? 0 : {strides[k][j]})")
+                checks.append(_check(k, j, op.dims[j], out.dims[a]))
+        ax = _Axis(out.dims[a], tuple(kinds), st)
+        prev = axes[-1] if axes else None
+        if prev is not None and prev.kinds == ax.kinds and "D" not in ax.kinds:
+            prev.dim = _mul(prev.dim, ax.dim)
+            prev.strides = ax.strides  # the inner axis' strides step through the merged axis
+        else:
+            axes.append(ax)
+    return axes, checks
+
+
+def _parallel(out: Operand, threads: int) -> str | None:
+    """OpenMP pragma (with a ``{}`` slot for extra clauses) for loops large enough to share, or None."""
+    if threads <= 1:
+        return None
+    if out.static:
+        n = 1
+        for d in out.shape:
+            n *= d
+        return "#pragma omp parallel for{} num_threads(rt->threads)" if n >= PARALLEL_MIN else None
+    return f"#pragma omp parallel for{{}} if (({out.numel()}) >= {PARALLEL_MIN}) num_threads(rt->threads)"
+
+
+def broadcast_loop(out: Operand, ins: list[Operand], expr: str, out_expr_cast: str | None = None, *,
+                   name: str = "", threads: int = 1) -> str:
+    """C statements computing ``out`` elementwise; ``expr`` uses ``{0}``, ``{1}``... for input elements.
+
+    ``name`` (a C string literal naming the node) goes into run-time broadcast errors; ``threads`` > 1
+    lets large loops run in parallel with OpenMP (``rt->threads`` at run time). Every input element
+    is loaded into a local before ``expr`` runs, so selects (``c ? x : y``) vectorize; bool inputs
+    are read as uint8_t, which gcc vectorizes as masks where it does not vectorize _Bool.
+    """
+    cast = f"({out_expr_cast})" if out_expr_cast else ""
+    axes, checks = _plan(out, ins)
+    lines = [c.replace("NODE", name or '"elementwise"') for c in checks]
+    par = _parallel(out, threads)
+    if not axes:  # a single element
+        axes = [_Axis("1", tuple("B" for _ in ins), ["0"] * len(ins))]
+    outer, inner = axes[:-1], axes[-1]
+    ostr = ["1"] * len(axes)
+    for g in range(len(axes) - 2, -1, -1):
+        ostr[g] = _mul(ostr[g + 1], axes[g + 1].dim)
     for k in range(len(ins)):
-        terms = [f"i{a} * s{k}_{a}" for a in range(inner)] or ["0"]
-        bases.append(f"const int64_t b{k} = {' + '.join(terms)};")
-    lines.extend(bases)
-    args = [f"{op.ptr}[b{k} + j * s{k}_{inner}]" for k, op in enumerate(ins)]
-    lines.append(f"for (int64_t j = 0; j < d{inner}; j++) {out.ptr}[o + j] = {cast}({expr.format(*args)});")
-    lines.append(f"o += d{inner};")
-    for _ in range(inner):
-        lines.append("}")
+        for g, ax in enumerate(axes):
+            if ax.kinds[k] == "D":
+                lines.append(f"const int64_t s{k}_{g} = {ax.strides[k]};")
+                ax.strides[k] = f"s{k}_{g}"
+    if par and outer:
+        lines.append(par.format(f" collapse({len(outer)})" if len(outer) > 1 else ""))
+    for g, ax in enumerate(outer):
+        lines.append(f"for (int64_t i{g} = 0; i{g} < {ax.dim}; i{g}++) {{")
+    terms = [_term(f"i{g}", ostr[g]) for g in range(len(outer))]
+    lines.append(f"{out.ctype} *restrict o = {out.ptr} + {' + '.join(t for t in terms if t) or '0'};")
+    loads = []
+    for k, op in enumerate(ins):
+        ct = "uint8_t" if op.dtype == DType.BOOL else op.ctype
+        base = f"(const uint8_t *){op.ptr}" if op.dtype == DType.BOOL else op.ptr
+        terms = [t for g, ax in enumerate(outer) if (t := _term(f"i{g}", ax.strides[k]))]
+        lines.append(f"const {ct} *restrict p{k} = {base}{' + ' + ' + '.join(terms) if terms else ''};")
+        s = inner.strides[k]
+        if s == "0" or inner.dim == "1":
+            lines.append(f"const {ct} x{k} = p{k}[0];")  # loop invariant
+        else:
+            loads.append(f"const {ct} x{k} = p{k}[{'j' if s == '1' else f'j * {s}'}]; ")
+    value = f"{cast}({expr.format(*[f'x{k}' for k in range(len(ins))])})"
+    if inner.dim == "1":
+        lines.append(f"o[0] = {value};")
+    else:
+        lines.append(par.format(" simd") if par and not outer else "#pragma omp simd")
+        lines.append(f"for (int64_t j = 0; j < {inner.dim}; j++) {{ {''.join(loads)}o[j] = {value}; }}")
+    lines.extend("}" for _ in outer)
     lines.append("return 0;")
     return "\n".join(lines)

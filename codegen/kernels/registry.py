@@ -2,7 +2,20 @@
 
 from __future__ import annotations
 
-from . import elementwise  # noqa: F401
+from . import (  # noqa: F401
+    cast,
+    conv,  # noqa: F401
+    elementwise,
+    gather,
+    generate,
+    matmul,  # noqa: F401
+    movement,
+    norm,  # noqa: F401
+    pool,  # noqa: F401
+    reduce,
+    slice_pad,
+    softmax,  # noqa: F401
+)
 from .base import KERNELS, lookup, unsupported_reason
 
 __all__ = ["KERNELS", "lookup", "unsupported_reason"]

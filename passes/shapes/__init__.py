@@ -1,3 +1,14 @@
 """Per-op shape/type and fold rules, grouped by op family; importing this registers them all."""
 
-from . import elementwise  # noqa: F401
+from . import (  # noqa: F401
+    cast,
+    conv,  # noqa: F401
+    elementwise,
+    indexing,
+    matmul,  # noqa: F401
+    movement,
+    norm,  # noqa: F401
+    pool,  # noqa: F401
+    reduce,
+    shape_ops,
+)

@@ -1,0 +1,166 @@
+"""Helpers shared by the data-movement kernels: supported element types, C products of dims, literals,
+and the transpose loop nest (blocked for 2-D swaps, strided otherwise) that DepthToSpace reuses.
+
+Data movement is element-type agnostic: kernels copy whole elements (``memcpy`` or assignment of the
+storage type), so one body serves every numeric type and bool.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from onnxc.ir import DType, Node, TensorType
+
+from .base import KernelCtx
+
+# Types whose values are handled bit-exactly by these kernels.
+SUPPORTED = frozenset({DType.FLOAT, DType.DOUBLE, DType.BOOL, DType.INT8, DType.INT16, DType.INT32, DType.INT64,
+                       DType.UINT8, DType.UINT16, DType.UINT32, DType.UINT64})
+
+
+def _dtype_reason(dt: DType | None) -> str | None:
+    if dt is None or dt in SUPPORTED:
+        return None
+    return f"{dt.short} tensors are not supported yet"
+
+
+def dtype_accepts(*inputs: int, outputs: tuple[int, ...] = (0,)) -> Callable[[Node], str | None]:
+    """An ``accepts=`` check: the listed inputs/outputs (when typed) must have a supported type."""
+
+    def accepts(node: Node) -> str | None:
+        vals = [node.input(i) for i in inputs] + [node.outputs[i] for i in outputs if i < len(node.outputs)]
+        for v in vals:
+            if v is not None and isinstance(v.type, TensorType):
+                reason = _dtype_reason(v.type.dtype)
+                if reason:
+                    return reason
+        return None
+
+    return accepts
+
+
+def require(ctx: KernelCtx, *inputs: int, outputs: tuple[int, ...] = (0,)) -> None:
+    """Raise NotImplementedError (reported as an unsupported op) when a type is not supported."""
+    ops = [ctx.ins[i] for i in inputs if i < len(ctx.ins)] + [ctx.outs[i] for i in outputs if i < len(ctx.outs)]
+    for op in ops:
+        if op is not None:
+            reason = _dtype_reason(op.dtype)
+            if reason:
+                raise NotImplementedError(reason)
+
+
+def cprod(dims: list[str]) -> str:
+    """C expression for the product of C dim expressions (literals multiplied out)."""
+    lit, syms = 1, []
+    for d in dims:
+        if d.isdigit():
+            lit *= int(d)
+        else:
+            syms.append(f"({d})")
+    if lit == 0:
+        return "0"
+    if not syms:
+        return str(lit)
+    return " * ".join(([str(lit)] if lit != 1 else []) + syms)
+
+
+def is_one(d: str) -> bool:
+    return d == "1"
+
+
+def clit(value, dt: DType) -> str:
+    """A C literal of ``value`` in element type ``dt``."""
+    if dt == DType.BOOL:
+        return "true" if bool(value) else "false"
+    if dt.is_float:
+        v = float(value)
+        if math.isnan(v):
+            return "NAN"
+        if math.isinf(v):
+            return "INFINITY" if v > 0 else "-INFINITY"
+        if dt == DType.FLOAT:
+            return f"{float(np.float32(v))!r}f"
+        return repr(v)
+    v = int(value)
+    if dt in (DType.UINT64, DType.UINT32):
+        return f"UINT64_C({v})" if v > 2**31 - 1 else str(v)
+    if v > 2**31 - 1 or v < -(2**31 - 1):
+        return f"INT64_C({v})" if v != -(2**63) else "INT64_MIN"
+    return str(v)
+
+
+def copy(dst: str, src: str, n: str, ctype: str) -> str:
+    """Statement copying ``n`` elements (memcpy, or a plain loop when ``n`` is a small literal)."""
+    if n == "1":
+        return f"({dst})[0] = ({src})[0];"
+    if n.isdigit() and int(n) <= 8:
+        return f"for (int64_t c_ = 0; c_ < {n}; c_++) ({dst})[c_] = ({src})[c_];"
+    return f"memcpy({dst}, {src}, (size_t)({n}) * sizeof({ctype}));"
+
+
+# -- transpose --------------------------------------------------------------------------------------
+
+def reduce_perm(dims: list[str], perm: list[int]) -> tuple[list[str], list[int]]:
+    """Drop size-1 axes and merge input axes that stay adjacent and in order in the output."""
+    keep = [a for a in range(len(dims)) if not is_one(dims[a])]
+    rank_of = {a: k for k, a in enumerate(keep)}
+    p = [rank_of[a] for a in perm if a in rank_of]
+    d = [dims[a] for a in keep]
+    groups: list[list[int]] = []
+    for a in p:
+        if groups and groups[-1][-1] + 1 == a:
+            groups[-1].append(a)
+        else:
+            groups.append([a])
+    order = sorted(range(len(groups)), key=lambda g: groups[g][0])  # merged input axes, input order
+    new_dims = [cprod([d[a] for a in groups[g]]) for g in order]
+    pos = {g: k for k, g in enumerate(order)}
+    return new_dims, [pos[g] for g in range(len(groups))]
+
+
+def transpose_body(src: str, dst: str, dims: list[str], perm: list[int], ctype: str, itemsize: int,
+                   include: Callable[[str, str], str]) -> str:
+    """C statements writing ``dst = transpose(src, perm)`` for a row-major ``src`` of C dims ``dims``;
+    ``include`` registers a helper (``KernelCtx.helper``)."""
+    d, p = reduce_perm(dims, perm)
+    r = len(d)
+    if r <= 1 or p == list(range(r)):
+        return copy(dst, src, cprod(d) if d else "1", ctype) + "\nreturn 0;"
+    lines = [f"const int64_t n{a} = {d[a]};" for a in range(r)]
+    istr = ["1"] * r
+    for a in range(r - 2, -1, -1):
+        istr[a] = cprod([istr[a + 1], f"n{a + 1}"]) if istr[a + 1] != "1" else f"n{a + 1}"
+    lines += [f"const int64_t s{a} = {istr[a]};" for a in range(r)]
+    odim = [f"n{p[j]}" for j in range(r)]
+    ostr = ["1"] * r
+    for j in range(r - 2, -1, -1):
+        ostr[j] = f"{ostr[j + 1]} * {odim[j + 1]}" if ostr[j + 1] != "1" else odim[j + 1]
+    lines += [f"const int64_t t{j} = {ostr[j]};" for j in range(r)]
+    if p[-1] == r - 1:
+        # the innermost output axis is contiguous in the input: copy rows
+        outer = list(range(r - 1))
+        for j in outer:
+            lines.append(f"for (int64_t i{j} = 0; i{j} < {odim[j]}; i{j}++) {{")
+        ib = " + ".join(f"i{j} * s{p[j]}" for j in outer)
+        ob = " + ".join(f"i{j} * t{j}" for j in outer)
+        lines.append(copy(f"{dst} + {ob}", f"{src} + {ib}", d[p[-1]], ctype))
+        lines += ["}"] * len(outer)
+        lines.append("return 0;")
+        return "\n".join(lines)
+    # a 2-D transpose per outer index: the output axis reading contiguous input (q) against the innermost
+    # output axis (last), blocked and vectorized in onnxc_transpose.h
+    q, last = p.index(r - 1), r - 1
+    include("onnxc_transpose", '#include "onnxc_transpose.h"')
+    outer = [j for j in range(r) if j not in (q, last)]
+    for j in outer:
+        lines.append(f"for (int64_t i{j} = 0; i{j} < {odim[j]}; i{j}++) {{")
+    ib = " + ".join([f"i{j} * s{p[j]}" for j in outer] or ["0"])
+    ob = " + ".join([f"i{j} * t{j}" for j in outer] or ["0"])
+    lines.append(f"onnxc_transpose2d_{itemsize * 8}({src} + {ib}, s{p[last]}, {dst} + {ob}, t{q}, "
+                 f"{odim[last]}, {odim[q]});")
+    lines += ["}"] * len(outer)
+    lines.append("return 0;")
+    return "\n".join(lines)

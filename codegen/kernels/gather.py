@@ -1,0 +1,145 @@
+"""Gather, GatherElements, GatherND, ScatterND, ScatterElements (and Scatter-9/11) kernels.
+
+Indices are validated as they are read: an index outside [-n, n) makes the kernel return
+ONNXC_ERR_RUNTIME with a message naming the node, never an out-of-bounds access. Negative indices
+count from the end. Gather and GatherND copy whole inner slices with memcpy.
+"""
+
+from __future__ import annotations
+
+from onnxc.passes.shapes.indexing import gathernd_shape, scatter_reduction
+
+from ..templating import c_string
+from .base import KernelCtx, kernel
+from .copyutil import copy, cprod, dtype_accepts, require
+
+
+def _check(ctx: KernelCtx, var: str, n: str) -> str:
+    """C statements validating index ``var`` against axis size ``n`` and making it non-negative."""
+    who = c_string(ctx.node.describe())
+    return (f"if ({var} < -({n}) || {var} >= ({n})) return onnxc_fail(rt, ONNXC_ERR_RUNTIME, "
+            f"\"%s: index %lld is out of range for an axis of size %lld\", {who}, (long long){var}, "
+            f"(long long)({n}));\n"
+            f"if ({var} < 0) {var} += ({n});")
+
+
+@kernel("Gather", accepts=dtype_accepts(0))
+def gather(ctx: KernelCtx) -> str:
+    require(ctx, 0)
+    x, ind = ctx.ins[0], ctx.ins[1]
+    axis = ctx.node.attr("axis", 0)
+    axis = axis + x.rank if axis < 0 else axis
+    inner = cprod(x.dims[axis + 1:])
+    return "\n".join([
+        f"const int64_t outer = {cprod(x.dims[:axis])}, n = {x.dims[axis]}, inner = {inner};",
+        f"const int64_t ni = {ind.numel()};",
+        "for (int64_t k = 0; k < ni; k++) {",
+        "int64_t v = (int64_t)in1[k];",
+        _check(ctx, "v", "n"),
+        "}",
+        "for (int64_t o = 0; o < outer; o++) {",
+        f"{x.ctype} *restrict d = out0 + o * ni * inner;",
+        "const " + x.ctype + " *restrict s = in0 + o * n * inner;",
+        "for (int64_t k = 0; k < ni; k++) {",
+        "int64_t v = (int64_t)in1[k];",
+        "if (v < 0) v += n;",
+        copy("d + k * inner", "s + v * inner", inner, x.ctype),
+        "}", "}", "return 0;"])
+
+
+def _coords(lines: list[str], dims: list[str], upto: int, row: str = "row") -> None:
+    """Declare c0..c{upto-1}: the coordinates of ``row`` over ``dims[:upto]`` (row-major)."""
+    lines.append(f"int64_t rem = {row};")
+    for a in range(upto - 1, -1, -1):
+        lines.append(f"const int64_t c{a} = rem % ({dims[a]}); rem /= ({dims[a]});")
+    lines.append("(void)rem;")
+
+
+@kernel("GatherElements", accepts=dtype_accepts(0))
+def gather_elements(ctx: KernelCtx) -> str:
+    require(ctx, 0)
+    x, ind = ctx.ins[0], ctx.ins[1]
+    r = x.rank
+    axis = ctx.node.attr("axis", 0)
+    axis = axis + r if axis < 0 else axis
+    xs = x.strides()
+    last = r - 1
+    lines = [f"const int64_t rows = {cprod(ind.dims[:-1])}, w = {ind.dims[-1]}, n = {x.dims[axis]};",
+             "for (int64_t row = 0; row < rows; row++) {"]
+    _coords(lines, ind.dims, last)
+    base = " + ".join([f"c{a} * ({xs[a]})" for a in range(last) if a != axis] or ["0"])
+    lines += [f"const int64_t base = {base};", "for (int64_t j = 0; j < w; j++) {",
+              "int64_t v = (int64_t)in1[row * w + j];", _check(ctx, "v", "n")]
+    off = "base + v" if axis == last else f"base + v * ({xs[axis]}) + j"
+    lines += [f"out0[row * w + j] = in0[{off}];", "}", "}", "return 0;"]
+    return "\n".join(lines)
+
+
+@kernel("GatherND", accepts=dtype_accepts(0))
+def gather_nd(ctx: KernelCtx) -> str:
+    require(ctx, 0)
+    x, ind = ctx.ins[0], ctx.ins[1]
+    b, k, _ = gathernd_shape(ctx.node, x.shape, ind.shape)
+    sl = cprod(x.dims[b + k:])
+    lines = [f"const int64_t nb = {cprod(x.dims[:b])}, cnt = {cprod(ind.dims[b:-1])};",
+             f"const int64_t sl = {sl}, bstride = {cprod(x.dims[b:])};",
+             "for (int64_t bi = 0; bi < nb; bi++) {", "for (int64_t t = 0; t < cnt; t++) {",
+             "const int64_t e = bi * cnt + t;", "int64_t off = bi * bstride, v;"]
+    for j in range(k):
+        lines += [f"v = (int64_t)in1[e * {k} + {j}];", _check(ctx, "v", x.dims[b + j]),
+                  f"off += v * ({cprod(x.dims[b + j + 1:])});"]
+    lines += [copy("out0 + e * sl", "in0 + off", sl, x.ctype), "}", "}", "return 0;"]
+    return "\n".join(lines)
+
+
+def _combine(red: str, dst: str, u: str) -> str:
+    if red == "none":
+        return f"{dst} = {u};"
+    if red == "add":
+        return f"{dst} = {dst} + {u};"
+    if red == "mul":
+        return f"{dst} = {dst} * {u};"
+    if red == "max":
+        return f"if ({u} > {dst}) {dst} = {u};"
+    return f"if ({u} < {dst}) {dst} = {u};"
+
+
+@kernel("ScatterND", accepts=dtype_accepts(0, 2))
+def scatter_nd(ctx: KernelCtx) -> str:
+    require(ctx, 0, 2)
+    x, ind = ctx.ins[0], ctx.ins[1]
+    red = scatter_reduction(ctx.node)
+    k = int(ind.shape[-1])
+    sl = cprod(x.dims[k:])
+    lines = [copy("out0", "in0", x.numel(), x.ctype),
+             f"const int64_t cnt = {cprod(ind.dims[:-1])}, sl = {sl};",
+             "for (int64_t t = 0; t < cnt; t++) {", "int64_t off = 0, v;"]
+    for j in range(k):
+        lines += [f"v = (int64_t)in1[t * {k} + {j}];", _check(ctx, "v", x.dims[j]),
+                  f"off += v * ({cprod(x.dims[j + 1:])});"]
+    lines += [f"{x.ctype} *restrict d = out0 + off;", "const " + x.ctype + " *restrict u = in2 + t * sl;",
+              "for (int64_t i = 0; i < sl; i++) { " + _combine(red, "d[i]", "u[i]") + " }",
+              "}", "return 0;"]
+    return "\n".join(lines)
+
+
+@kernel("ScatterElements", "Scatter", accepts=dtype_accepts(0, 2))
+def scatter_elements(ctx: KernelCtx) -> str:
+    require(ctx, 0, 2)
+    x, ind = ctx.ins[0], ctx.ins[1]
+    red = scatter_reduction(ctx.node)
+    r = x.rank
+    axis = ctx.node.attr("axis", 0)
+    axis = axis + r if axis < 0 else axis
+    xs = x.strides()
+    last = r - 1
+    lines = [copy("out0", "in0", x.numel(), x.ctype),
+             f"const int64_t rows = {cprod(ind.dims[:-1])}, w = {ind.dims[-1]}, n = {x.dims[axis]};",
+             "for (int64_t row = 0; row < rows; row++) {"]
+    _coords(lines, ind.dims, last)
+    base = " + ".join([f"c{a} * ({xs[a]})" for a in range(last) if a != axis] or ["0"])
+    off = "base + v" if axis == last else f"base + v * ({xs[axis]}) + j"
+    lines += [f"const int64_t base = {base};", "for (int64_t j = 0; j < w; j++) {",
+              "int64_t v = (int64_t)in1[row * w + j];", _check(ctx, "v", "n"),
+              _combine(red, f"out0[{off}]", "in2[row * w + j]"), "}", "}", "return 0;"]
+    return "\n".join(lines)

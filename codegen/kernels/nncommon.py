@@ -1,0 +1,94 @@
+"""Helpers shared by the neural-net kernel families (matmul, conv, pool, norm, softmax).
+
+Element-type acceptance checks, the GEMM call (runtime_c/onnxc_gemm.h), C literals and OpenMP clauses.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from onnxc.ir import DType, Node, TensorType, UnsupportedOpError
+from onnxc.ir.types import EMULATED_FLOATS
+
+from .base import KernelCtx
+
+FLOATS = frozenset({DType.FLOAT, DType.DOUBLE})
+GEMM_INTS = frozenset({DType.INT32, DType.INT64, DType.UINT32, DType.UINT64})
+
+
+def dtype_accepts(allowed: frozenset, inputs: tuple[int, ...] = (0,)) -> Callable[[Node], str | None]:
+    """An ``accepts=`` check: the element type of the given inputs must be in ``allowed``."""
+
+    def accepts(node: Node) -> str | None:
+        for i in inputs:
+            v = node.input(i)
+            t = None if v is None else v.type
+            if not isinstance(t, TensorType) or t.dtype in allowed:
+                continue
+            if t.dtype in EMULATED_FLOATS:
+                return f"element type {t.dtype.short} is not supported yet (emulated float types come later)"
+            return f"element type {t.dtype.short} is not supported (supported: " \
+                   f"{', '.join(sorted(d.short for d in allowed))})"
+        return None
+
+    return accepts
+
+
+def unsupported(ctx: KernelCtx, why: str) -> UnsupportedOpError:
+    n = ctx.node
+    return UnsupportedOpError(f"{n.describe()}: {why}", [(n.domain or "ai.onnx", n.op_type, n.version)])
+
+
+def is_used(v) -> bool:
+    """Whether an output value is read by a node or is a graph output."""
+    if v is None:
+        return False
+    return bool(v.uses()) or (v.graph is not None and any(o is v for o in v.graph.outputs))
+
+
+def lit(x: float, dt: DType) -> str:
+    """C literal of ``x`` in float type ``dt``."""
+    if math.isnan(x):
+        return "NAN"
+    if math.isinf(x):
+        return "INFINITY" if x > 0 else "-INFINITY"
+    return repr(float(x)) if dt == DType.DOUBLE else f"{float(x)!r}f"
+
+
+def mfn(name: str, dt: DType) -> str:
+    """The <math.h> function ``name`` for ``dt`` (expf for float, exp for double)."""
+    return name + "f" if dt == DType.FLOAT else name
+
+
+def use_gemm(ctx: KernelCtx) -> None:
+    ctx.helper("onnxc_gemm", '#include "onnxc_gemm.h"')
+
+
+def gemm_expr(ctx: KernelCtx, dt: DType, ta: str, tb: str, m: str, n: str, k: str, alpha: str, a: str,
+              lda: str, b: str, ldb: str, beta: str, c: str, ldc: str, threads: str = "rt->threads") -> str:
+    """A C expression calling the blocked GEMM (nonzero on allocation failure)."""
+    use_gemm(ctx)
+    fn = "onnxc_sgemm" if dt == DType.FLOAT else "onnxc_dgemm"
+    return f"{fn}({threads}, {ta}, {tb}, {m}, {n}, {k}, {alpha}, {a}, {lda}, {b}, {ldb}, {beta}, {c}, {ldc})"
+
+
+def gemm_call(ctx: KernelCtx, dt: DType, *args: str, threads: str = "rt->threads") -> str:
+    """A C statement calling the blocked GEMM (arguments as for :func:`gemm_expr`); returns from the
+    kernel on allocation failure."""
+    return (f"if ({gemm_expr(ctx, dt, *args, threads=threads)}) "
+            "return onnxc_fail(rt, ONNXC_ERR_MEMORY, \"out of memory in GEMM\");")
+
+
+def omp_for(work: str, threshold: int = 32768) -> str:
+    """An OpenMP parallel-for pragma used when ``work`` (a C expression) exceeds ``threshold``."""
+    return f"#pragma omp parallel for num_threads(rt->threads) if (rt->threads > 1 && ({work}) >= {threshold})"
+
+
+def prod(dims: list[str]) -> str:
+    """C product of dim expressions (folded when all are literals)."""
+    if all(d.isdigit() for d in dims):
+        return str(math.prod(int(d) for d in dims))
+    lits = math.prod(int(d) for d in dims if d.isdigit())
+    rest = [f"({d})" for d in dims if not d.isdigit()]
+    return " * ".join(([str(lits)] if lits != 1 else []) + rest) or "1"

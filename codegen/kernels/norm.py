@@ -1,0 +1,169 @@
+"""Normalization kernels: BatchNormalization (inference), InstanceNormalization, LayerNormalization, LRN.
+
+BatchNormalization folds its four statistics into one scale and shift per channel (per element for
+the spatial=0 form of opset < 9) and applies them in one pass. Instance and layer normalization use
+two passes over each normalized block (mean, then centered variance: stable), accumulating in double.
+"""
+
+from __future__ import annotations
+
+from onnxc.ir import DType, Node
+from onnxc.passes.shapes.norm import stash_dtype
+
+from .base import KernelCtx, kernel
+from .nncommon import FLOATS, dtype_accepts, is_used, lit, mfn, omp_for, prod, unsupported
+
+_float_check = dtype_accepts(FLOATS)
+
+
+def _bn_accepts(node: Node) -> str | None:
+    reason = _float_check(node)
+    if reason:
+        return reason
+    if node.version < 7 and not node.attr("is_test", 0):
+        return "training mode (is_test=0) is not supported; set is_test=1 for inference"
+    if node.attr("training_mode", 0):
+        return "training_mode=1 is not supported (inference only)"
+    if any(is_used(o) for o in node.outputs[1:]):
+        return "the training outputs (running/saved mean and variance) are not supported"
+    return None
+
+
+@kernel("BatchNormalization", accepts=_bn_accepts)
+def batch_norm(ctx: KernelCtx) -> str:
+    x = ctx.ins[0]
+    dt = x.dtype
+    eps = float(ctx.attr("epsilon", 1e-5))
+    per_elem = ctx.ins[1].rank > 1  # spatial=0 (opset < 9): statistics of shape [C, D1, ...]
+    s = prod(x.dims[2:]) if x.rank > 2 else "1"
+    sqrt = mfn("sqrt", dt)
+    lines = [f"const int64_t N = {x.dims[0]}, C = {x.dims[1]}, S = {s};"]
+    coef = f"in1[{{i}}] / {sqrt}(in4[{{i}}] + {lit(eps, dt)})"
+    if per_elem:
+        lines += [omp_for("N * C * S"),
+                  "for (int64_t nc = 0; nc < N * C; nc++) {",
+                  "    const int64_t c = nc % C;",
+                  f"    const {dt.c} *restrict x = in0 + nc * S;",
+                  f"    {dt.c} *restrict y = out0 + nc * S;",
+                  "#pragma omp simd",
+                  "    for (int64_t j = 0; j < S; j++) {",
+                  "        const int64_t i = c * S + j;",
+                  f"        const {dt.c} a = {coef.format(i='i')};",
+                  "        y[j] = (x[j] - in3[i]) * a + in2[i];",
+                  "    }",
+                  "}"]
+    else:
+        lines += [omp_for("N * C * S"),
+                  "for (int64_t nc = 0; nc < N * C; nc++) {",
+                  "    const int64_t c = nc % C;",
+                  f"    const {dt.c} a = {coef.format(i='c')};",
+                  f"    const {dt.c} b = in2[c] - in3[c] * a;",
+                  f"    const {dt.c} *restrict x = in0 + nc * S;",
+                  f"    {dt.c} *restrict y = out0 + nc * S;",
+                  "#pragma omp simd",
+                  "    for (int64_t j = 0; j < S; j++) y[j] = x[j] * a + b;",
+                  "}"]
+    lines.append("return 0;")
+    return "\n".join(lines)
+
+
+def _moments(dt: DType, n: str) -> list[str]:
+    """C lines computing ``mean`` and ``var`` (double) of x[0..n)."""
+    return ["    double sum = 0, sq = 0;",
+            "#pragma omp simd reduction(+ : sum)",
+            f"    for (int64_t j = 0; j < {n}; j++) sum += (double)x[j];",
+            f"    const double mean = {n} > 0 ? sum / (double)({n}) : 0;",
+            "#pragma omp simd reduction(+ : sq)",
+            f"    for (int64_t j = 0; j < {n}; j++) {{ const double d = (double)x[j] - mean; sq += d * d; }}",
+            f"    const double var = {n} > 0 ? sq / (double)({n}) : 0;"]
+
+
+@kernel("InstanceNormalization", accepts=_float_check)
+def instance_norm(ctx: KernelCtx) -> str:
+    x = ctx.ins[0]
+    dt = x.dtype
+    eps = float(ctx.attr("epsilon", 1e-5))
+    lines = [f"const int64_t N = {x.dims[0]}, C = {x.dims[1]}, S = {prod(x.dims[2:])};",
+             omp_for("N * C * S"),
+             "for (int64_t nc = 0; nc < N * C; nc++) {",
+             "    const int64_t c = nc % C;",
+             f"    const {dt.c} *restrict x = in0 + nc * S;",
+             f"    {dt.c} *restrict y = out0 + nc * S;"]
+    lines += _moments(dt, "S")
+    lines += [f"    const {dt.c} a = ({dt.c})((double)in1[c] / sqrt(var + {eps!r}));",
+              f"    const {dt.c} b = ({dt.c})((double)in2[c] - mean * (double)a);",
+              "#pragma omp simd",
+              "    for (int64_t j = 0; j < S; j++) y[j] = x[j] * a + b;",
+              "}", "return 0;"]
+    return "\n".join(lines)
+
+
+@kernel("LayerNormalization", accepts=_float_check)
+def layer_norm(ctx: KernelCtx) -> str:
+    x = ctx.ins[0]
+    dt = x.dtype
+    st = stash_dtype(ctx.node)
+    axis = int(ctx.attr("axis", -1))
+    axis = axis + x.rank if axis < 0 else axis
+    eps = float(ctx.attr("epsilon", 1e-5))
+    cols = prod(x.dims[axis:]) if axis < x.rank else "1"
+    rows = prod(x.dims[:axis]) if axis > 0 else "1"
+    idx = {}
+    for i in (1, 2):
+        op = ctx.ins[i] if i < len(ctx.ins) else None
+        if op is None:
+            continue
+        n = op.numel()
+        if n == "1":
+            idx[i] = "0"
+        elif list(op.dims) == list(x.dims[x.rank - op.rank:]) and op.rank <= x.rank - axis:
+            # same trailing dims: contiguous over the block's last prod(op dims) elements
+            idx[i] = "j" if op.rank == x.rank - axis else f"j % ({n})"
+        else:
+            raise unsupported(ctx, f"input {i} of shape {list(op.shape)} must match the normalized shape "
+                                   f"{list(x.shape[axis:])} (other broadcasts are not supported yet)")
+    scale = f"in1[{idx[1]}]"
+    shift = f" + in2[{idx[2]}]" if 2 in idx else ""
+    lines = [f"const int64_t R = {rows}, L = {cols};",
+             omp_for("R * L"),
+             "for (int64_t r = 0; r < R; r++) {",
+             f"    const {dt.c} *restrict x = in0 + r * L;",
+             f"    {dt.c} *restrict y = out0 + r * L;"]
+    lines += _moments(dt, "L")
+    lines += [f"    const double inv = 1.0 / sqrt(var + {eps!r});",
+              f"    const {dt.c} m = ({dt.c})mean, s = ({dt.c})inv;",
+              "#pragma omp simd",
+              f"    for (int64_t j = 0; j < L; j++) y[j] = (x[j] - m) * s * {scale}{shift};"]
+    for k, name in ((1, "mean"), (2, "inv")):
+        if len(ctx.outs) > k:
+            lines.append(f"    out{k}[r] = ({st.c}){name};")
+    lines += ["}", "return 0;"]
+    return "\n".join(lines)
+
+
+@kernel("LRN", accepts=_float_check)
+def lrn(ctx: KernelCtx) -> str:
+    x = ctx.ins[0]
+    dt = x.dtype
+    size = int(ctx.attr("size"))
+    alpha, beta, bias = (float(ctx.attr(k, d)) for k, d in (("alpha", 1e-4), ("beta", 0.75), ("bias", 1.0)))
+    lo, hi = (size - 1) // 2, (size - 1) - (size - 1) // 2  # channels before / after c in the window
+    pw = mfn("pow", dt)
+    return "\n".join([
+        f"const int64_t N = {x.dims[0]}, C = {x.dims[1]}, S = {prod(x.dims[2:])};",
+        omp_for(f"N * C * S * {size}"),
+        "for (int64_t nc = 0; nc < N * C; nc++) {",
+        "    const int64_t n = nc / C, c = nc % C;",
+        f"    const int64_t c0 = c - {lo} < 0 ? 0 : c - {lo}, c1 = c + {hi} >= C ? C - 1 : c + {hi};",
+        f"    const {dt.c} *restrict x = in0 + nc * S;",
+        f"    {dt.c} *restrict y = out0 + nc * S;",
+        "    for (int64_t j = 0; j < S; j++) y[j] = 0;",
+        "    for (int64_t k = c0; k <= c1; k++) {",
+        f"        const {dt.c} *restrict xk = in0 + (n * C + k) * S;",
+        "#pragma omp simd",
+        "        for (int64_t j = 0; j < S; j++) y[j] += xk[j] * xk[j];",
+        "    }",
+        "    for (int64_t j = 0; j < S; j++)",
+        f"        y[j] = x[j] / {pw}({lit(bias, dt)} + {lit(alpha / size, dt)} * y[j], {lit(beta, dt)});",
+        "}",
+        "return 0;"])

@@ -1,0 +1,95 @@
+"""Pooling kernels: MaxPool (with optional Indices), AveragePool, LpPool (templates/pool.c.j2) and the
+global pools (one reduction per (n, c) plane).
+
+Windows are clipped to the input once per output position (tap ranges), so padding costs nothing
+and there are no per-tap bounds checks. AveragePool divides by the taps inside the input
+(count_include_pad=0) or inside the padded extent (count_include_pad=1); taps that ceil_mode pushes
+past the padded extent never count, as in onnxruntime and PyTorch.
+"""
+
+from __future__ import annotations
+
+from onnxc.ir import DType
+from onnxc.passes.shapes.pool import pool_window
+
+from ..templating import render
+from .base import KernelCtx, kernel
+from .conv import _as3
+from .nncommon import FLOATS, dtype_accepts, lit, mfn, omp_for, prod
+
+MAXPOOL_TYPES = FLOATS | {DType.INT8, DType.UINT8}
+_LOWEST = {DType.FLOAT: "-INFINITY", DType.DOUBLE: "-INFINITY", DType.INT8: "INT8_MIN", DType.UINT8: "0"}
+
+
+def _lp_p(ctx: KernelCtx) -> float:
+    return float(ctx.attr("p", 2.0 if ctx.node.version < 2 else 2))
+
+
+def _lp_term_finish(p: float, dt: DType, v: str = "v") -> tuple[str, str]:
+    """C expressions for one LpPool term (of element ``v``) and the final value (of ``acc``)."""
+    if p == 2:
+        return f"{v} * {v}", f"{mfn('sqrt', dt)}(acc)"
+    if p == 1:
+        return f"{mfn('fabs', dt)}({v})", "acc"
+    return (f"{mfn('pow', dt)}({mfn('fabs', dt)}({v}), {lit(p, dt)})",
+            f"{mfn('pow', dt)}(acc, {lit(1.0 / p, dt)})")
+
+
+@kernel("MaxPool", accepts=dtype_accepts(MAXPOOL_TYPES))
+def max_pool(ctx: KernelCtx) -> str:
+    return _pool(ctx, "max")
+
+
+@kernel("AveragePool", accepts=dtype_accepts(FLOATS))
+def average_pool(ctx: KernelCtx) -> str:
+    return _pool(ctx, "avg")
+
+
+@kernel("LpPool", accepts=dtype_accepts(FLOATS))
+def lp_pool(ctx: KernelCtx) -> str:
+    return _pool(ctx, "lp")
+
+
+def _pool(ctx: KernelCtx, kind: str) -> str:
+    x, y = ctx.ins[0], ctx.outs[0]
+    dt = x.dtype
+    win = pool_window(ctx.node)
+    if win.rank > 3:
+        raise ValueError(f"{win.rank}-D pooling is not supported (1-D to 3-D)")
+    term, finish = _lp_term_finish(_lp_p(ctx), dt) if kind == "lp" else ("v", "acc")
+    vals = dict(
+        T=dt.c, N=x.dims[0], C=x.dims[1], I=_as3(x.dims[2:], "1"), O=_as3(y.dims[2:], "1"),
+        K=_as3([str(k) for k in win.kernel], "1"), S=_as3([str(s) for s in win.strides], "1"),
+        Dl=_as3([str(d) for d in win.dilations], "1"), P=_as3([ctx.dim(p) for p in win.pads_begin], "0"),
+        PE=_as3([ctx.dim(p) for p in win.pads_end], "0"), kind=kind,
+        include_pad=bool(ctx.attr("count_include_pad", 0)), lowest=_LOWEST.get(dt, "0"),
+        indices=len(ctx.outs) > 1, column_major=bool(ctx.attr("storage_order", 0)),
+        term=term, finish=finish, omp=omp_for(f"NC * OP * {prod([str(k) for k in win.kernel])}"),
+    )
+    return render("pool.c.j2", **vals)
+
+
+@kernel("GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool", accepts=dtype_accepts(FLOATS))
+def global_pool(ctx: KernelCtx) -> str:
+    x = ctx.ins[0]
+    dt = x.dtype
+    op = ctx.node.op_type
+    plane = prod(x.dims[2:]) if x.rank > 2 else "1"
+    lines = [f"const int64_t NC = {prod(x.dims[:2])}, P = {plane};",
+             omp_for("NC * P"),
+             "for (int64_t nc = 0; nc < NC; nc++) {",
+             f"    const {dt.c} *x = in0 + nc * P;"]
+    if op == "GlobalMaxPool":
+        lines += [f"    {dt.c} acc = -INFINITY;",
+                  "#pragma omp simd reduction(max : acc)",
+                  "    for (int64_t i = 0; i < P; i++) acc = x[i] > acc ? x[i] : acc;",
+                  "    out0[nc] = acc;"]
+    else:
+        term, finish = ("x[i]", f"acc / ({dt.c})P") if op == "GlobalAveragePool" else \
+            _lp_term_finish(_lp_p(ctx), dt, "x[i]")
+        lines += [f"    {dt.c} acc = 0;",
+                  "#pragma omp simd reduction(+ : acc)",
+                  f"    for (int64_t i = 0; i < P; i++) acc += {term};",
+                  f"    out0[nc] = {finish};"]
+    lines += ["}", "return 0;"]
+    return "\n".join(lines)

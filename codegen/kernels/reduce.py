@@ -1,0 +1,436 @@
+"""Reduction kernels: Reduce*, ArgMax/ArgMin, CumSum/CumProd, TopK, LpNormalization, MVN.
+
+Reduce* and MeanVarianceNormalization share one mechanism. The input's axes are coalesced into
+alternating blocks of kept (K) and reduced (R) axes (static 1-sized axes dropped, adjacent axes of
+one kind merged), e.g. reducing axes (1, 2) of [N, C, H, W] gives blocks [K N, R C*H, K W]. One loop
+nest walks the input in memory order; the output (or an accumulator of the output's size) is
+initialized with the reduction's identity and each input element is combined into it:
+
+- innermost block K: a contiguous, vectorized row update ``acc[ob + j] = comb(acc[ob + j], x[ib + j])``;
+- innermost block R: a horizontal ``#pragma omp simd reduction`` into a register, then one store.
+
+A finalization loop applies Mean's division, L2's sqrt, the logs. Integer sums and products wrap in
+the element width (computed in unsigned arithmetic, no undefined overflow). Ops with one axis
+(ArgMax, CumSum, TopK, LpNormalization) view the tensor as [O, N, I] and render templates/reduce.c.j2.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from onnxc.ir import Dim, DType, Node, TensorType, UnsupportedOpError
+from onnxc.ir.types import EMULATED_FLOATS
+from onnxc.passes.shapes.reduce import MVN_EPSILON, REDUCE_OPS, mvn_axes, reduce_axes, topk_k
+
+from ..templating import c_string, render
+from .base import KernelCtx, kernel
+
+NUMERIC = frozenset({DType.FLOAT, DType.DOUBLE, DType.INT8, DType.UINT8, DType.INT16, DType.UINT16,
+                     DType.INT32, DType.UINT32, DType.INT64, DType.UINT64})
+FLOATS = frozenset({DType.FLOAT, DType.DOUBLE})
+
+_INT_MIN = {DType.INT8: "INT8_MIN", DType.INT16: "INT16_MIN", DType.INT32: "INT32_MIN", DType.INT64: "INT64_MIN"}
+_INT_MAX = {DType.INT8: "INT8_MAX", DType.INT16: "INT16_MAX", DType.INT32: "INT32_MAX", DType.INT64: "INT64_MAX",
+            DType.UINT8: "UINT8_MAX", DType.UINT16: "UINT16_MAX", DType.UINT32: "UINT32_MAX",
+            DType.UINT64: "UINT64_MAX"}
+
+
+def mfn(name: str, dt: DType) -> str:
+    """The <math.h> function ``name`` for the float type ``dt`` (sqrtf for float, sqrt for double)."""
+    return name + "f" if dt == DType.FLOAT else name
+
+
+def wrap_type(dt: DType) -> str:
+    """Unsigned C type in which integer + and * wrap like the element width (no signed overflow)."""
+    return "uint64_t" if dt.itemsize == 8 else "uint32_t"
+
+
+def _dtype_check(allowed: frozenset) -> Callable[[Node], str | None]:
+    def accepts(node: Node) -> str | None:
+        t = node.inputs[0].type if node.inputs and node.inputs[0] is not None else None
+        if not isinstance(t, TensorType):
+            return None
+        if t.dtype in allowed:
+            return None
+        if t.dtype in EMULATED_FLOATS:
+            return f"element type {t.dtype.short} is not supported yet (emulated float types come later)"
+        return f"element type {t.dtype.short} is not supported"
+
+    return accepts
+
+
+def _require(ctx: KernelCtx, allowed: frozenset) -> DType:
+    reason = _dtype_check(allowed)(ctx.node)
+    if reason:
+        raise UnsupportedOpError(f"{ctx.node.describe()}: {reason}",
+                                 [(ctx.node.domain or "ai.onnx", ctx.node.op_type, ctx.node.version)])
+    return ctx.ins[0].dtype
+
+
+# -- combining operators --------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Comb:
+    """How two partial results combine: ``omp`` names the OpenMP reduction operator."""
+
+    omp: str            # + * max min || &&
+    dtype: DType
+
+    def __call__(self, a: str, b: str) -> str:
+        dt = self.dtype
+        if self.omp in ("+", "*"):
+            if dt.is_int:
+                w = wrap_type(dt)
+                return f"({dt.c})(({w})({a}) {self.omp} ({w})({b}))"
+            return f"({a}) {self.omp} ({b})"
+        if self.omp in ("||", "&&"):
+            return f"({a}) {self.omp} ({b})"
+        cmp = ">" if self.omp == "max" else "<"
+        return f"(({b}) {cmp} ({a}) ? ({b}) : ({a}))"
+
+
+def identity(op: str, dt: DType) -> str:
+    """C literal of the reduction identity of ``op`` over ``dt``."""
+    if op in ("max", "min"):
+        big = op == "min"
+        if dt == DType.BOOL:
+            return "true" if big else "false"
+        if dt in FLOATS:
+            return "INFINITY" if big else "-INFINITY"
+        if big:
+            return _INT_MAX[dt]
+        return _INT_MIN.get(dt, "0")
+    if op == "&&":
+        return "true"
+    if op == "||":
+        return "false"
+    return "1" if op == "*" else "0"
+
+
+# -- block view and loop nest ---------------------------------------------------------------------
+
+def blocks(shape: tuple, reduced: set[int]) -> list[tuple[bool, Dim]]:
+    """Coalesced (is_reduced, extent) blocks of ``shape``; static 1-sized axes are dropped."""
+    out: list[tuple[bool, Dim]] = []
+    for i, d in enumerate(shape):
+        if isinstance(d, int) and d == 1:
+            continue
+        red = i in reduced
+        if out and out[-1][0] == red:
+            out[-1] = (red, out[-1][1] * d)
+        else:
+            out.append((red, d))
+    return out or [(False, 1)]
+
+
+Body = Callable[[bool, str, str], list[str]]  # (innermost is reduced, input base, output base) -> C
+
+
+PAR_MIN = 1 << 16  # elements below which a nest stays single-threaded
+
+
+def loop_nest(ctx: KernelCtx, blks: list[tuple[bool, Dim]], body: Body, work: Dim | None = None) -> list[str]:
+    """Loops over every block but the last, in memory order; ``body`` handles the innermost block
+    (extent ``e<last>``) given the linear input and output offsets of its first element.
+
+    With ``work`` (the input's element count) the outermost loop runs on OpenMP threads when it is a
+    kept block (its iterations write disjoint outputs) and the work is large enough."""
+    m = len(blks)
+    lines: list[str] = []
+    a_prev = b_prev = None
+    for k in range(m - 1):
+        red = blks[k][0]
+        pad = "    " * k
+        if k == 0 and work is not None and not red and not (isinstance(work, int) and work < PAR_MIN):
+            cond = "" if isinstance(work, int) else f" if (({ctx.dim(work)}) >= {PAR_MIN})"
+            lines.append(f"#pragma omp parallel for{cond} num_threads(rt->threads)")
+        lines.append(f"{pad}for (int64_t i{k} = 0; i{k} < e{k}; i{k}++) {{")
+        lines.append(f"{pad}    const int64_t a{k} = {f'a{k - 1} * e{k} + ' if a_prev else ''}i{k};")
+        a_prev = f"a{k}"
+        if not red:
+            lines.append(f"{pad}    const int64_t b{k} = {f'{b_prev} * e{k} + ' if b_prev else ''}i{k};")
+            b_prev = f"b{k}"
+    last = m - 1
+    ib = f"{a_prev} * e{last}" if a_prev else "0"
+    if blks[last][0]:
+        ob = b_prev or "0"
+    else:
+        ob = f"{b_prev} * e{last}" if b_prev else "0"
+    pad = "    " * last
+    lines += [pad + ln for ln in body(blks[last][0], ib, ob)]
+    lines += ["    " * k + "}" for k in reversed(range(m - 1))]
+    return lines
+
+
+def extents(ctx: KernelCtx, blks: list[tuple[bool, Dim]]) -> list[str]:
+    return [f"const int64_t e{k} = {ctx.dim(d)};" for k, (_, d) in enumerate(blks)]
+
+
+def accumulate(blks: list[tuple[bool, Dim]], acc: str, acc_t: str, comb: Comb, ident: str,
+               term: Callable[[str, str], str], src: str = "in0") -> Body:
+    """Innermost step combining ``term(x, out_index)`` of each element into ``acc[out_index]``.
+
+    With no reduced block at all the term is stored directly (a reduction over no axes)."""
+    reducing = any(red for red, _ in blks)
+    only_inner = reducing and [red for red, _ in blks].count(True) == 1 and blks[-1][0]
+    n = f"e{len(blks) - 1}"
+
+    def body(red: bool, ib: str, ob: str) -> list[str]:
+        if not red:
+            rhs = term(f"{src}[{ib} + j]", f"{ob} + j")
+            if reducing:
+                rhs = comb(f"{acc}[{ob} + j]", rhs)
+            return ["#pragma omp simd", f"for (int64_t j = 0; j < {n}; j++) {acc}[{ob} + j] = {rhs};"]
+        s_t = wrap_type(comb.dtype) if comb.dtype.is_int and comb.omp in ("+", "*") else acc_t
+        start = ident if only_inner else f"{acc}[{ob}]"
+        t = term(f"{src}[{ib} + j]", ob)
+        step = f"s {comb.omp}= ({s_t})({t});" if comb.omp in ("+", "*") else f"s = {comb('s', t)};"
+        return [f"{{ {s_t} s = {start};", f"#pragma omp simd reduction({comb.omp}:s)",
+                f"for (int64_t j = 0; j < {n}; j++) {step}", f"{acc}[{ob}] = ({acc_t})s; }}"]
+
+    return body
+
+
+def needs_init(blks: list[tuple[bool, Dim]]) -> bool:
+    """Whether the accumulator must be pre-filled with the identity (some output is combined twice)."""
+    reds = [red for red, _ in blks]
+    return any(reds) and not (reds.count(True) == 1 and reds[-1])
+
+
+def init_loop(acc: str, nout: str, ident: str) -> list[str]:
+    return ["#pragma omp simd", f"for (int64_t i = 0; i < {nout}; i++) {acc}[i] = {ident};"]
+
+
+def unused_inputs(ctx: KernelCtx) -> list[str]:
+    """Silence unused-parameter warnings for inputs read at compile time (axes, k)."""
+    return [f"(void)in{i};" for i, op in enumerate(ctx.ins) if i > 0 and op is not None]
+
+
+def _prod(ds) -> Dim:
+    n: Dim = 1
+    for d in ds:
+        n = n * d
+    return n
+
+
+# -- Reduce* --------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ReduceSpec:
+    comb: str                   # combining operator
+    term: str                   # {x}: the mapped element
+    final: str | None = None    # {a}: accumulated value, {n}: element count (float types)
+    final_int: str | None = None  # same for integer types, computed in double / int64
+
+
+_REDUCE = {
+    "ReduceSum": ReduceSpec("+", "{x}"),
+    "ReduceMean": ReduceSpec("+", "{x}", "{a} / ({T}){n}", "({n} ? {a} / (int64_t){n} : 0)"),
+    "ReduceMax": ReduceSpec("max", "{x}"),
+    "ReduceMin": ReduceSpec("min", "{x}"),
+    "ReduceProd": ReduceSpec("*", "{x}"),
+    "ReduceL1": ReduceSpec("+", "ABS"),
+    "ReduceL2": ReduceSpec("+", "SQUARE", "{sqrt}({a})", "sqrt((double)({a}))"),
+    "ReduceLogSum": ReduceSpec("+", "{x}", "{log}({a})", "log((double)({a}))"),
+    "ReduceSumSquare": ReduceSpec("+", "SQUARE"),
+}
+
+
+def _term(kind: str, x: str, dt: DType) -> str:
+    if kind == "ABS":
+        if dt in FLOATS:
+            return f"{mfn('fabs', dt)}({x})"
+        return f"({x} < 0 ? -{x} : {x})" if dt.is_signed else x
+    if kind == "SQUARE":
+        return f"({x}) * ({x})" if dt in FLOATS else f"({dt.c})(({wrap_type(dt)}){x} * ({wrap_type(dt)}){x})"
+    return x
+
+
+def _reduce_accepts(node: Node) -> str | None:
+    allowed = NUMERIC | {DType.BOOL} if node.op_type in ("ReduceMax", "ReduceMin") else NUMERIC
+    return _dtype_check(allowed)(node)
+
+
+@kernel(*REDUCE_OPS, accepts=_reduce_accepts)
+def reduce_kernel(ctx: KernelCtx) -> str:
+    op = ctx.node.op_type
+    x, y = ctx.ins[0], ctx.outs[0]
+    dt = _require(ctx, NUMERIC | {DType.BOOL} if op in ("ReduceMax", "ReduceMin") else NUMERIC)
+    axes = reduce_axes(ctx.node, x.rank)
+    blks = blocks(x.shape, set(axes))
+    nout = ctx.dim(_prod(y.shape))
+    work = _prod(x.shape)
+    count = ctx.dim(_prod(x.shape[a] for a in axes))
+    lines = unused_inputs(ctx) + extents(ctx, blks)
+    if op == "ReduceLogSumExp":
+        return "\n".join(lines + _logsumexp(ctx, blks, nout))
+    spec = _REDUCE[op]
+    comb_op = spec.comb
+    if dt == DType.BOOL:
+        comb_op = "||" if op == "ReduceMax" else "&&"
+    comb = Comb(comb_op, dt)
+    ident = identity(comb_op, dt)
+    if needs_init(blks):
+        lines += init_loop("out0", nout, ident)
+    lines += loop_nest(ctx, blks, accumulate(blks, "out0", dt.c, comb, ident,
+                                             lambda xe, _o: _term(spec.term, xe, dt).format(x=xe)),
+                       work=work)
+    final = spec.final if dt in FLOATS else spec.final_int
+    if final:
+        expr = final.format(a="out0[i]", n=count, T=dt.c, sqrt=mfn("sqrt", dt), log=mfn("log", dt))
+        lines += ["#pragma omp simd", f"for (int64_t i = 0; i < {nout}; i++) out0[i] = ({dt.c})({expr});"]
+    lines.append("return 0;")
+    return "\n".join(lines)
+
+
+def _logsumexp(ctx: KernelCtx, blks: list, nout: str) -> list[str]:
+    """Two passes: the largest finite element per output (the shift), then log(sum(exp(x - shift))) + shift."""
+    x = ctx.ins[0]
+    dt = x.dtype
+    work = _prod(x.shape)
+    sd = dt if dt in FLOATS else DType.DOUBLE
+    st = sd.c
+    lines = []
+    mx = Comb("max", dt)
+    lo = identity("max", dt)
+    if needs_init(blks):
+        lines += init_loop("out0", nout, lo)
+    finite = (lambda xe, _o: f"(isinf({xe}) ? -INFINITY : {xe})") if dt in FLOATS else (lambda xe, _o: xe)
+    lines += loop_nest(ctx, blks, accumulate(blks, "out0", dt.c, mx, lo, finite), work=work)
+    lines += [f"{st} *sum = onnxc_alloc((size_t)({nout}) * sizeof({st}));",
+              "if (!sum) return onnxc_fail(rt, ONNXC_ERR_MEMORY, \"%s: out of memory\", "
+              f"{c_string(ctx.node.describe())});"]
+    if dt in FLOATS:
+        lines.append(f"for (int64_t i = 0; i < {nout}; i++) if (!isfinite(out0[i])) out0[i] = 0;")
+    add = Comb("+", sd)
+    if needs_init(blks):
+        lines += init_loop("sum", nout, "0")
+    lines += loop_nest(ctx, blks, accumulate(blks, "sum", st, add, "0",
+                                             lambda xe, o: f"{mfn('exp', sd)}(({st}){xe} - ({st})out0[{o}])"), work=work)
+    lines += [f"for (int64_t i = 0; i < {nout}; i++) out0[i] = ({dt.c})({mfn('log', sd)}(sum[i]) + ({st})out0[i]);",
+              "free(sum);", "return 0;"]
+    return lines
+
+
+# -- MeanVarianceNormalization --------------------------------------------------------------------
+
+@kernel("MeanVarianceNormalization", accepts=_dtype_check(FLOATS))
+def mvn_kernel(ctx: KernelCtx) -> str:
+    """(x - mean) / (sqrt(var) + 1e-9) with mean and variance over ``axes`` (two-pass variance)."""
+    x = ctx.ins[0]
+    dt = _require(ctx, FLOATS)
+    t = dt.c
+    axes = mvn_axes(ctx.node, x.rank)
+    blks = blocks(x.shape, set(axes))
+    kept = [d for i, d in enumerate(x.shape) if i not in axes]
+    nout = ctx.dim(_prod(kept))
+    work = _prod(x.shape)
+    count = ctx.dim(_prod(x.shape[a] for a in axes))
+    add = Comb("+", dt)
+    lines = extents(ctx, blks) + [f"{t} *m = onnxc_alloc((size_t)({nout}) * 2 * sizeof({t}));",
+                                  "if (!m) return onnxc_fail(rt, ONNXC_ERR_MEMORY, \"%s: out of memory\", "
+                                  f"{c_string(ctx.node.describe())});",
+                                  f"{t} *d = m + {nout};"]
+    if needs_init(blks):
+        lines += init_loop("m", nout, "0") + init_loop("d", nout, "0")
+    lines += loop_nest(ctx, blks, accumulate(blks, "m", t, add, "0", lambda xe, _o: xe), work=work)
+    lines.append(f"for (int64_t i = 0; i < {nout}; i++) m[i] /= ({t})({count});")
+    lines += loop_nest(ctx, blks, accumulate(blks, "d", t, add, "0",
+                                             lambda xe, o: f"({xe} - m[{o}]) * ({xe} - m[{o}])"), work=work)
+    eps = f"{MVN_EPSILON!r}" + ("f" if dt == DType.FLOAT else "")
+    lines.append(f"for (int64_t i = 0; i < {nout}; i++) d[i] = {mfn('sqrt', dt)}(d[i] / ({t})({count})) + {eps};")
+
+    def write(red: bool, ib: str, ob: str) -> list[str]:
+        o = ob if red else f"{ob} + j"
+        return ["#pragma omp simd", f"for (int64_t j = 0; j < e{len(blks) - 1}; j++) "
+                f"out0[{ib} + j] = (in0[{ib} + j] - m[{o}]) / d[{o}];"]
+
+    lines += loop_nest(ctx, blks, write, work=work)
+    lines += ["free(m);", "return 0;"]
+    return "\n".join(lines)
+
+
+# -- single-axis ops: [O, N, I] views -------------------------------------------------------------
+
+def oni(ctx: KernelCtx, shape: tuple, axis: int) -> dict:
+    """C expressions of the [outer, axis, inner] view plus static facts about the inner size."""
+    inner = _prod(shape[axis + 1:])
+    return {"O": ctx.dim(_prod(shape[:axis])), "N": ctx.dim(shape[axis]), "I": ctx.dim(inner),
+            "inner_one": inner == 1, "inner_many": isinstance(inner, int) and inner > 1}
+
+
+def _axis(ctx: KernelCtx, default: int) -> int:
+    r = ctx.ins[0].rank
+    a = int(ctx.attr("axis", default))
+    return a + r if a < 0 else a
+
+
+@kernel("ArgMax", "ArgMin", accepts=_dtype_check(NUMERIC))
+def arg_kernel(ctx: KernelCtx) -> str:
+    _require(ctx, NUMERIC)
+    x = ctx.ins[0]
+    axis = _axis(ctx, 0)
+    cmp = ">" if ctx.node.op_type == "ArgMax" else "<"
+    if ctx.attr("select_last_index", 0):
+        cmp += "="
+    n = x.shape[axis]
+    return render("reduce.c.j2", kind="argmax", T=x.ctype, cmp=cmp, red="max" if cmp[0] == ">" else "min",
+                  last=bool(ctx.attr("select_last_index", 0)),
+                  maybe_empty=not (isinstance(n, int) and n > 0), **oni(ctx, x.shape, axis))
+
+
+@kernel("CumSum", "CumProd", accepts=_dtype_check(NUMERIC))
+def cum_kernel(ctx: KernelCtx) -> str:
+    dt = _require(ctx, NUMERIC)
+    x = ctx.ins[0]
+    r = x.rank
+    comb = Comb("+" if ctx.node.op_type == "CumSum" else "*", dt)
+    a = ctx.const_input(1)
+    if a is not None:
+        view = oni(ctx, x.shape, int(a.reshape(-1)[0]) % r)  # range checked by the shape rule
+        setup = f"(void)in1;\nconst int64_t O = {view['O']}, N = {view['N']}, I = {view['I']};"
+    else:  # axis known only at run time: compute the view from it
+        view = {"inner_one": False, "inner_many": False}
+        dims = ", ".join(x.dims)
+        setup = "\n".join([
+            "int64_t ax = (int64_t)in1[0];", f"if (ax < 0) ax += {r};",
+            f"if (ax < 0 || ax >= {r}) return onnxc_fail(rt, ONNXC_ERR_RUNTIME, \"%s: axis %lld is out of "
+            f"range for rank {r}\", {c_string(ctx.node.describe())}, (long long)in1[0]);",
+            f"const int64_t dims[{r}] = {{{dims}}};",
+            "int64_t O = 1, I = 1;", "const int64_t N = dims[ax];",
+            "for (int64_t k = 0; k < ax; k++) O *= dims[k];",
+            f"for (int64_t k = ax + 1; k < {r}; k++) I *= dims[k];"])
+    return render("reduce.c.j2", kind="cum", T=x.ctype, setup=setup, comb=comb,
+                  ident=identity(comb.omp, dt), exclusive=bool(ctx.attr("exclusive", 0)),
+                  reverse=bool(ctx.attr("reverse", 0)), inner_one=view["inner_one"],
+                  inner_many=view["inner_many"])
+
+
+@kernel("TopK", accepts=_dtype_check(NUMERIC))
+def topk_kernel(ctx: KernelCtx) -> str:
+    dt = _require(ctx, NUMERIC)
+    x = ctx.ins[0]
+    axis = _axis(ctx, -1)
+    largest = bool(ctx.attr("largest", 1))
+    name = f"onnxc_topk_{dt.short}_{'max' if largest else 'min'}"
+    ctx.helper(name, render("reduce.c.j2", kind="topk_helper", fname=name, T=x.ctype,
+                            cmp=">" if largest else "<"))
+    k = topk_k(ctx.node)
+    n = x.shape[axis]
+    static_ok = isinstance(k, int) and isinstance(n, int) and k <= n
+    view = oni(ctx, x.shape, axis)
+    body = render("reduce.c.j2", kind="topk", T=x.ctype, K=ctx.dim(k), helper=name, check_k=not static_ok,
+                  node=c_string(ctx.node.describe()), **view)
+    return "\n".join([*unused_inputs(ctx), body])
+
+
+@kernel("LpNormalization", accepts=_dtype_check(FLOATS))
+def lpnorm_kernel(ctx: KernelCtx) -> str:
+    _require(ctx, FLOATS)
+    x = ctx.ins[0]
+    p = int(ctx.attr("p", 2))
+    dt = x.dtype
+    term = (lambda e: f"{mfn('fabs', dt)}({e})") if p == 1 else (lambda e: f"{e} * {e}")
+    return render("reduce.c.j2", kind="lpnorm", T=x.ctype, p=p, term=term, sqrt=mfn("sqrt", dt),
+                  **oni(ctx, x.shape, _axis(ctx, -1)))

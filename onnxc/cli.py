@@ -1,0 +1,369 @@
+"""The ``onnxc`` command: run a model, show what the compiler made of it, list supported operators.
+
+    onnxc run MODEL [--input NAME=FILE ...] [--dim NAME=SIZE ...] [--output-dir DIR]
+    onnxc info MODEL [--dump-after STEP|all] [--emit-c FILE]
+    onnxc ops [--json]
+
+Every failure exits non-zero with one line on stderr (``--debug`` shows the traceback instead).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from onnxc.ir import Dim, InputError, OnnxcError, UnsupportedOpError
+
+
+class UsageError(OnnxcError):
+    """A command-line argument is malformed or names something that does not exist."""
+
+
+# --------------------------------------------------------------------------------------------- run
+
+def _parse_pairs(items: list[str], what: str) -> dict[str, str]:
+    out = {}
+    for item in items or ():
+        name, sep, value = item.partition("=")
+        if not sep or not name or not value:
+            raise UsageError(f"{what} {item!r}: expected NAME=VALUE")
+        out[name] = value
+    return out
+
+
+def load_array(path: str) -> np.ndarray:
+    """An input array from a ``.npy`` file or a serialized ONNX TensorProto (``.pb``)."""
+    if not os.path.isfile(path):
+        raise UsageError(f"input file {path!r} does not exist")
+    if path.endswith(".pb"):
+        from onnxc.frontend import load_tensor
+
+        return load_tensor(path)
+    try:
+        return np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as e:
+        raise UsageError(f"cannot read {path!r} as a .npy array: {e}") from None
+
+
+def random_input(info, dims: dict[str, int], rng: np.random.Generator) -> np.ndarray:
+    """Seeded random data for a model input whose dims are static or bound with --dim."""
+    shape = []
+    for d in info.shape:
+        if isinstance(d, int):
+            shape.append(d)
+        elif d in dims:
+            shape.append(dims[d])
+        else:
+            raise UsageError(f"input {info.name!r} has symbolic dim {d!r}; pass --input {info.name}=FILE "
+                             f"or --dim {d}=SIZE")
+    dt = np.dtype(info.dtype)
+    if dt.kind == "f":
+        return rng.standard_normal(shape).astype(dt)
+    if dt.kind in "iu":
+        return rng.integers(0, 10, shape).astype(dt)
+    if dt.kind == "b":
+        return rng.random(shape) < 0.5
+    raise UsageError(f"cannot make random data of type {dt} for input {info.name!r}; pass --input "
+                     f"{info.name}=FILE")
+
+
+def summarize(a: np.ndarray, n: int = 6) -> str:
+    """A short description of an array's values."""
+    if a.size == 0:
+        return "(empty)"
+    flat = a.reshape(-1)
+    fmt = (lambda x: f"{x:.5g}") if a.dtype.kind in "fc" else repr
+    head = "[" + ", ".join(fmt(x.item() if hasattr(x, "item") else x) for x in flat[:n]) + \
+        (", ...]" if flat.size > n else "]")
+    if a.dtype.kind == "b":
+        return f"{int(flat.sum())}/{flat.size} true  {head}"
+    if a.dtype.kind in "fiu":
+        with np.errstate(all="ignore"):
+            f = flat.astype(np.float64)
+            stats = f"min {np.nanmin(f):.6g}  max {np.nanmax(f):.6g}  mean {np.nanmean(f):.6g}" \
+                if not np.all(np.isnan(f)) else "all NaN"
+        nan = int(np.isnan(f).sum())
+        return f"{stats}{f'  {nan} NaN' if nan else ''}  {head}"
+    return head
+
+
+def _safe_name(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", name) or "output"
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    import onnxc
+
+    given = _parse_pairs(args.input, "--input")
+    dims = {k: _int(v, f"--dim {k}") for k, v in _parse_pairs(args.dim, "--dim").items()}
+    arrays = {name: load_array(path) for name, path in given.items()}
+    model = onnxc.compile(args.model, threads=args.threads)
+    names = [i.name for i in model.inputs]
+    unknown = sorted(set(given) - set(names))
+    if unknown:
+        raise UsageError(f"unknown input(s) {unknown}; the model's inputs are {names}")
+    rng = np.random.default_rng(args.seed)
+    feeds = {}
+    for info in model.inputs:
+        if info.name in given:
+            feeds[info.name] = arrays[info.name]
+            how = f"from {given[info.name]}"
+        else:
+            feeds[info.name] = random_input(info, dims, rng)
+            how = f"random (seed {args.seed})"
+        a = feeds[info.name]
+        print(f"input  {info.name}  {a.dtype}  {list(a.shape)}  {how}")
+    t0 = time.perf_counter()
+    outs = model.run(feeds)
+    dt = time.perf_counter() - t0
+    out_dir = Path(args.output_dir) if args.output_dir else None
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    for name, a in outs.items():
+        print(f"output {name}  {a.dtype}  {list(a.shape)}  {summarize(a)}")
+        if out_dir is not None:
+            path = out_dir / f"{_safe_name(name)}.npy"
+            np.save(path, a)
+            print(f"       saved {path}")
+    print(f"compiled in {model.timings.get('total', 0.0):.3f} s, ran in {dt * 1e3:.3f} ms")
+    return 0
+
+
+def _int(text: str, what: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise UsageError(f"{what}: expected an integer, got {text!r}") from None
+    if v < 0:
+        raise UsageError(f"{what}: expected a size >= 0, got {v}")
+    return v
+
+
+# -------------------------------------------------------------------------------------------- info
+
+def _type(v) -> str:
+    return str(v.type) if v.type is not None else "?"
+
+
+def print_graph(g, indent: str = "  ", out=None) -> None:
+    """Every node with its output types; subgraphs (If/Loop/Scan bodies) nested below their node."""
+    out = out or sys.stdout
+    for n in g.nodes:
+        outs = ", ".join(f"%{o.name}: {_type(o)}" for o in n.outputs)
+        ins = ", ".join("%" + v.name if v is not None else "_" for v in n.inputs)
+        attrs = [repr(a) for a in n.attrs.values() if a.kind != "GRAPH"]
+        dom = f"{n.domain}::" if n.domain else ""
+        print(f"{indent}{outs} = {dom}{n.op_type}({ins}){' {' + ', '.join(attrs) + '}' if attrs else ''}",
+              file=out)
+        for sub in n.subgraphs():
+            print(f"{indent}  subgraph {sub.name}({', '.join(f'%{v.name}: {_type(v)}' for v in sub.inputs)}):",
+                  file=out)
+            print_graph(sub, indent + "    ", out)
+            print(f"{indent}    return {', '.join('%' + v.name for v in sub.outputs)}", file=out)
+
+
+def _size_dim(shape: tuple, itemsize: int) -> Dim:
+    n: Dim = itemsize
+    for d in shape:
+        n = n * d
+    return n
+
+
+def arena_summary(program) -> str:
+    """The memory plan of the intermediates: arena bytes (static) or the symbolic sum (run-time plan)."""
+    from onnxc.codegen.memory_plan import Slot, static_plan
+
+    temps = [b for b in program.buffers.values() if b.kind == "temp"]
+    if not temps:
+        return "no intermediate buffers"
+    sizes = [_size_dim(b.shape, b.dtype.itemsize) for b in temps]
+    if all(isinstance(s, int) for s in sizes):
+        _, total = static_plan([Slot(b.id, s, b.first, b.last) for b, s in zip(temps, sizes)])
+        return (f"{total} bytes for {len(temps)} intermediate buffers (planned at compile time; "
+                f"{sum(sizes)} bytes without reuse)")
+    total: Dim = 0
+    for s in sizes:
+        total = total + s
+    return f"planned at run time for {len(temps)} intermediate buffers (symbolic sizes; at most {total} bytes)"
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    from onnxc.codegen.emit import emit_c
+    from onnxc.codegen.lower import lower
+    from onnxc.frontend import load_model
+    from onnxc.passes.pipeline import optimize, steps
+    from onnxc.support import check_supported
+
+    step_names = [name for name, _ in steps()]
+    if args.dump_after and args.dump_after != "all" and args.dump_after not in step_names:
+        raise UsageError(f"--dump-after {args.dump_after!r}: not a pipeline step; the steps are "
+                         f"{', '.join(dict.fromkeys(step_names))} (or 'all')")
+    m = load_model(args.model)
+    opsets = ", ".join(f"{d or 'ai.onnx'} {v}" for d, v in sorted(m.opset_imports.items()))
+    print(f"model {args.model}: IR version {m.ir_version}, opsets {opsets}"
+          + (f", producer {m.producer_name} {m.producer_version}".rstrip() if m.producer_name else ""))
+    print("inputs:")
+    for v in m.graph.inputs:
+        print(f"  {v.name}: {_type(v)}")
+    print(f"nodes: {sum(1 for _ in m.graph.walk())}, initializers: {len(m.graph.initializers)}, "
+          f"functions: {len(m.functions)}")
+    try:
+        check_supported(m)
+    except UnsupportedOpError as e:
+        print("unsupported:\n" + "\n".join("  " + line.strip() for line in str(e).splitlines()))
+        raise
+    dump = None if not args.dump_after else ("all" if args.dump_after == "all" else {args.dump_after})
+    m = optimize(m, dump_after=dump, out=sys.stdout)
+    print("outputs:")
+    for v in m.graph.outputs:
+        print(f"  {v.name}: {_type(v)}")
+    print(f"IR after passes ({len(m.graph.nodes)} nodes):")
+    print_graph(m.graph)
+    print(f"  return {', '.join(f'%{v.name}: {_type(v)}' for v in m.graph.outputs)}")
+    program = lower(m, args.threads or os.cpu_count() or 1)
+    source = emit_c(program)
+    print(f"C source: {len(source.encode())} bytes, {source.count(chr(10))} lines, {len(program.steps)} kernels")
+    print(f"weights: {len(program.weights)} bytes")
+    print(f"dimension variables: {', '.join(program.dimvars) if program.dimvars else '(none)'}")
+    print(f"arena: {arena_summary(program)}")
+    if args.emit_c:
+        Path(args.emit_c).write_text(source)
+        print(f"wrote {args.emit_c}")
+    return 0
+
+
+# --------------------------------------------------------------------------------------------- ops
+
+def _versions(v: tuple[int, int]) -> str:
+    lo, hi = v
+    return f"{lo}+" if hi >= 10**9 else f"{lo}-{hi}"
+
+
+def supported_ops() -> list[dict]:
+    """One row per (domain, op) known to any registry, generated from the registries."""
+    from onnxc.codegen.kernels.registry import KERNELS
+    from onnxc.passes.shapes.registry import FOLD_RULES, SHAPE_RULES
+
+    rows = []
+    for key in sorted(set(SHAPE_RULES) | set(FOLD_RULES) | set(KERNELS), key=lambda k: (k[0], k[1].lower())):
+        rule, kd = SHAPE_RULES.get(key), KERNELS.get(key)
+        kernel = None if kd is None else ("view" if kd.alias else "yes")
+        rows.append({"domain": key[0] or "ai.onnx", "op": key[1],
+                     "opsets": _versions(rule.versions) if rule else None,
+                     "shape_rule": rule is not None, "fold": key in FOLD_RULES, "kernel": kernel,
+                     "restricted": kd is not None and kd.accepts is not None,
+                     "compiles": rule is not None and (kd is not None or key in FOLD_RULES)})
+    return rows
+
+
+def cmd_ops(args: argparse.Namespace) -> int:
+    rows = supported_ops()
+    if args.json:
+        print(json.dumps(rows, indent=1))
+        return 0
+    head = ("domain", "op", "opsets", "shape", "fold", "kernel")
+    table = [(r["domain"], r["op"], r["opsets"] or "-", "yes" if r["shape_rule"] else "-",
+              "yes" if r["fold"] else "-",
+              (r["kernel"] or ("fold only" if r["fold"] else "-")) + (" *" if r["restricted"] else ""))
+             for r in rows]
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *table)]
+    for line in [head, *table]:
+        print("  ".join(str(x).ljust(w) for x, w in zip(line, widths)).rstrip())
+    n_ok = sum(r["compiles"] for r in rows)
+    print(f"\n{n_ok} operators compile ({len(rows)} known to a registry). opsets: versions with a shape "
+          "rule; * the kernel rejects some element types or attributes (the error says which).")
+    return 0
+
+
+# -------------------------------------------------------------------------------------------- main
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                        help="show the full traceback on errors")
+    p = argparse.ArgumentParser(prog="onnxc", description="Compile ONNX models to C for CPUs.",
+                                parents=[common])
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    r = sub.add_parser("run", parents=[common], help="compile a model and run it once",
+                       description="Compile MODEL, run it once and print each output's name, dtype, shape "
+                       "and a value summary. Inputs not given with --input are filled with seeded random "
+                       "data (normal floats, ints in [0, 10), random bools) when all their dims are static "
+                       "or bound with --dim.")
+    r.add_argument("model", help="the .onnx file")
+    r.add_argument("--input", "-i", action="append", metavar="NAME=FILE",
+                   help="an input from a .npy file (or a TensorProto .pb); repeatable")
+    r.add_argument("--dim", "-d", action="append", metavar="NAME=SIZE",
+                   help="size of a symbolic dimension for random inputs; repeatable")
+    r.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    r.add_argument("--threads", type=int, default=None, help="threads of the compiled model")
+    r.add_argument("--output-dir", "-o", metavar="DIR", help="save each output as DIR/<name>.npy")
+    r.set_defaults(func=cmd_run)
+
+    i = sub.add_parser("info", parents=[common], help="inputs, outputs, the IR after passes, C and memory plan",
+                       description="Show MODEL's inputs and outputs (symbolic shapes), every node of the IR "
+                       "after the optimization passes with its output types, the size of the generated C "
+                       "and the memory plan. Does not run the C compiler.")
+    i.add_argument("model", help="the .onnx file")
+    i.add_argument("--dump-after", metavar="STEP", help="also print the IR after pipeline step STEP (or 'all')")
+    i.add_argument("--emit-c", metavar="FILE", help="write the generated C source to FILE")
+    i.add_argument("--threads", type=int, default=None, help="thread count the code is generated for")
+    i.set_defaults(func=cmd_info)
+
+    o = sub.add_parser("ops", parents=[common], help="operators onnxc supports, from its registries")
+    o.add_argument("--json", action="store_true", help="machine-readable output")
+    o.set_defaults(func=cmd_ops)
+    return p
+
+
+def one_line(e: BaseException) -> str:
+    """The message on one line; unsupported-operator lists without their node lists."""
+    lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+    if isinstance(e, UnsupportedOpError) and len(lines) > 1:
+        lines = [lines[0]] + [re.sub(r"; used by .*$", "", x) + ("," if i < len(lines) - 2 else "")
+                              for i, x in enumerate(lines[1:])]
+    text = " ".join(lines)
+    return text or type(e).__name__
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``onnxc`` script; returns the exit status."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # --help (0) or a usage error (2, already printed by argparse)
+        return e.code if isinstance(e.code, int) else 2
+    debug = getattr(args, "debug", False)
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:
+        print("onnxc: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # e.g. `onnxc ops | head`
+        sys.stderr.close()
+        return 0
+    except Exception as e:
+        if debug:
+            raise
+        if isinstance(e, OnnxcError):
+            msg = f"onnxc: error: {one_line(e)}"
+        elif isinstance(e, OSError):
+            msg = f"onnxc: error: {e.strerror or e}{f': {e.filename}' if e.filename else ''}"
+        else:
+            msg = f"onnxc: internal error: {type(e).__name__}: {one_line(e)} (rerun with --debug for the traceback)"
+        print(msg, file=sys.stderr)
+        return 1
+
+
+__all__ = ["main", "build_parser", "supported_ops", "UsageError", "InputError"]
+
+
+if __name__ == "__main__":
+    sys.exit(main())

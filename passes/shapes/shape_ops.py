@@ -1,0 +1,298 @@
+"""Shape rules of the shape-computing ops and the symbolic values of shape tensors.
+
+PyTorch exports compute shapes at run time (``Shape -> Gather -> Unsqueeze -> Concat -> Reshape``).
+Every small int tensor of such a chain carries ``Value.sym_value``: its elements as Dims. The rules
+here (Shape, Size, Constant, ConstantOfShape, Range) start or consume such values; movement.py
+propagates them through Gather/Slice/Concat/Squeeze/Unsqueeze/Reshape/Identity.
+
+An op that reads a shape tensor (Reshape's shape, Expand's shape, Slice's starts, ...) calls
+:func:`shape_input`. When the tensor is not a constant but its symbolic value is known, the input is
+rewired to an ``onnxc::SymValue`` node that writes those Dims directly (from the bound dimension
+variables), so the Shape/Gather/Concat chain that computed it becomes dead code. A fully static value
+is rewired to a constant. A shape tensor whose values are only known at run time makes the output
+shape data-dependent: :func:`shape_input` raises UnsupportedOpError naming the node.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from onnxc.ir import Attr, Dim, DType, Node, TensorType, UnsupportedOpError, Value, dtype_from_numpy
+from onnxc.ir.dims import Fn, Sym, as_dim, ceildiv, dmax
+
+from .common import fail, shape_of, sym_ints, tensor_type
+from .registry import fold_rule, shape_rule
+
+MAX_SYM = 64  # longest int tensor whose elements are tracked as Dims
+SYM_DOMAIN = "onnxc"  # domain of the internal SymValue op
+BIG = 2**31 - 1  # slice bounds at or beyond this mean "to the end" (INT32_MAX / INT64_MAX in exports)
+
+
+# -- symbolic values ------------------------------------------------------------------------------
+
+def set_sym(out: Value, values, dtype: DType = DType.INT64) -> None:
+    """Record the elements of ``out`` (a small int tensor) as Dims."""
+    if values is None or len(values) > MAX_SYM or not (dtype.is_int):
+        out.sym_value = None
+        return
+    out.sym_value = tuple(as_dim(v) for v in values)
+
+
+def is_nonneg(d: Dim) -> bool:
+    """True when ``d`` is provably >= 0: dimension variables are >= 0, and so are sums/products of them."""
+    if isinstance(d, int):
+        return d >= 0
+    for mono, coeff in d.terms:
+        if coeff < 0:
+            return False
+        for atom, _p in mono:
+            if isinstance(atom, Sym):
+                continue
+            if isinstance(atom, Fn) and atom.kind in ("floordiv", "min", "max", "mod") and \
+                    all(is_nonneg(a) for a in atom.args):
+                continue
+            return False
+    return True
+
+
+def clamp0(d: Dim) -> Dim:
+    """max(d, 0), simplified when ``d`` is provably non-negative."""
+    return d if is_nonneg(d) else dmax(d, 0)
+
+
+def shape_input(node: Node, i: int, what: str) -> list[Dim] | None:
+    """Elements of the shape tensor at input ``i`` as Dims (None when the input is absent).
+
+    Rewires the input to a constant or an ``onnxc::SymValue`` node when it is computed by other
+    nodes, so those become dead. Raises UnsupportedOpError when the values are data-dependent.
+    """
+    v = node.input(i)
+    if v is None:
+        return None
+    vals = sym_ints(v)
+    if vals is None:
+        raise UnsupportedOpError(
+            f"{node.describe()}: {what} (input {i}, {v.name!r}) must be computable at compile time; its "
+            "values depend on run-time data (data-dependent output shapes are not supported yet)",
+            [(node.domain or "ai.onnx", node.op_type, node.version)])
+    if v.const is None:
+        _materialize(node, i, v, vals)
+    return vals
+
+
+def _materialize(node: Node, i: int, v: Value, vals: list[Dim]) -> None:
+    g = node.graph
+    if g is None or (v.producer is not None and v.producer.op_type == "SymValue"):
+        return
+    t = v.type if isinstance(v.type, TensorType) and v.type.is_static else TensorType(DType.INT64, (len(vals),))
+    if all(isinstance(x, int) for x in vals):
+        c = g.constant(np.array(vals, dtype=t.dtype.np).reshape(t.shape), g.fresh_name(v.name + "_const"))
+        node.set_input(i, c)
+        return
+    out = Value(g.fresh_name(v.name + "_sym"), t)
+    out.sym_value = tuple(vals)
+    g.insert_before(node, Node("SymValue", [], [out], {"dims": Attr("dims", "DIMS", tuple(vals))},
+                               domain=SYM_DOMAIN, name=out.name))
+    node.set_input(i, out)
+
+
+def scalar_input(node: Node, i: int, what: str) -> Dim | None:
+    """A scalar (or 1-element) shape-like input as a Dim, through :func:`shape_input`."""
+    vals = shape_input(node, i, what)
+    if vals is None:
+        return None
+    if len(vals) != 1:
+        raise fail(node, f"{what} must have one element, got {len(vals)}")
+    return vals[0]
+
+
+# -- SymValue (internal) --------------------------------------------------------------------------
+
+@shape_rule("SymValue", domain=SYM_DOMAIN)
+def _sym_value(node: Node) -> list:
+    dims = tuple(node.attr("dims"))
+    out = node.outputs[0]
+    t = out.type if isinstance(out.type, TensorType) else TensorType(DType.INT64, (len(dims),))
+    out.sym_value = dims
+    return [t]
+
+
+@fold_rule("SymValue", domain=SYM_DOMAIN)
+def _fold_sym_value(node: Node, xs: list) -> list | None:
+    dims = node.attr("dims")
+    if not all(isinstance(d, int) for d in dims):
+        return None
+    t = node.outputs[0].type
+    return [np.array(dims, dtype=t.dtype.np).reshape(t.shape)]
+
+
+# -- Shape, Size ----------------------------------------------------------------------------------
+
+def shape_range(node: Node, rank: int) -> tuple[int, int]:
+    """[start, end) of Shape-15's slice of the input dims, clamped like the spec says."""
+    start = node.attr("start", 0) if node.version >= 15 else 0
+    end = node.attr("end", rank) if node.version >= 15 else rank
+    start = min(max(start + rank if start < 0 else start, 0), rank)
+    end = min(max(end + rank if end < 0 else end, 0), rank)
+    return start, max(start, end)
+
+
+@shape_rule("Shape")
+def _shape(node: Node) -> list:
+    dims = shape_of(node, 0)
+    a, b = shape_range(node, len(dims))
+    set_sym(node.outputs[0], dims[a:b])
+    return [TensorType(DType.INT64, (b - a,))]
+
+
+@fold_rule("Shape")
+def _fold_shape(node: Node, xs: list) -> list:
+    a, b = shape_range(node, xs[0].ndim)
+    return [np.array(xs[0].shape[a:b], dtype=np.int64)]
+
+
+@shape_rule("Size")
+def _size(node: Node) -> list:
+    set_sym(node.outputs[0], [tensor_type(node, 0).numel()])
+    return [TensorType(DType.INT64, ())]
+
+
+@fold_rule("Size")
+def _fold_size(node: Node, xs: list) -> list:
+    return [np.array(xs[0].size, dtype=np.int64)]
+
+
+# -- Constant -------------------------------------------------------------------------------------
+
+_CONST_ATTRS = ("value", "sparse_value", "value_float", "value_floats", "value_int", "value_ints",
+                "value_string", "value_strings")
+
+
+def constant_value(node: Node) -> np.ndarray:
+    """The tensor a Constant node holds, whichever ``value*`` attribute carries it."""
+    present = [a for a in _CONST_ATTRS if node.has_attr(a)]
+    if len(present) != 1:
+        raise fail(node, f"exactly one of {list(_CONST_ATTRS)} must be set, got {present}")
+    name = present[0]
+    v = node.attr(name)
+    if name in ("value", "sparse_value"):
+        return np.asarray(v)
+    if name == "value_float":
+        return np.array(v, dtype=np.float32)
+    if name == "value_floats":
+        return np.array(v, dtype=np.float32).reshape(-1)
+    if name == "value_int":
+        return np.array(v, dtype=np.int64)
+    if name == "value_ints":
+        return np.array(v, dtype=np.int64).reshape(-1)
+    if name == "value_string":
+        return np.array(v, dtype=object)
+    return np.array(list(v), dtype=object).reshape(-1)
+
+
+@shape_rule("Constant")
+def _constant(node: Node) -> list:
+    arr = constant_value(node)
+    dt = dtype_from_numpy(arr.dtype)
+    if dt.is_int and arr.ndim <= 1:
+        set_sym(node.outputs[0], [int(x) for x in arr.reshape(-1)], dt)
+    return [TensorType(dt, arr.shape)]
+
+
+@fold_rule("Constant")
+def _fold_constant(node: Node, xs: list) -> list:
+    return [constant_value(node)]
+
+
+# -- ConstantOfShape ------------------------------------------------------------------------------
+
+def fill_value(node: Node) -> np.ndarray:
+    """ConstantOfShape's one-element ``value`` (float32 zero by default)."""
+    v = node.attr("value")
+    if v is None:
+        return np.zeros(1, dtype=np.float32)
+    v = np.asarray(v)
+    if v.size != 1:
+        raise fail(node, f"attribute 'value' must hold one element, got shape {list(v.shape)}")
+    return v.reshape(1)
+
+
+@shape_rule("ConstantOfShape")
+def _constant_of_shape(node: Node) -> list:
+    dims = shape_input(node, 0, "the shape")
+    if dims is None:
+        raise fail(node, "input 0 (shape) is required")
+    for d in dims:
+        if isinstance(d, int) and d < 0:
+            raise fail(node, f"shape {dims} has a negative dimension")
+    v = fill_value(node)
+    dt = dtype_from_numpy(v.dtype)
+    if len(dims) == 1 and isinstance(dims[0], int) and dt.is_int:
+        set_sym(node.outputs[0], [int(v[0])] * dims[0], dt)
+    return [TensorType(dt, tuple(dims))]
+
+
+@fold_rule("ConstantOfShape")
+def _fold_constant_of_shape(node: Node, xs: list) -> list:
+    v = fill_value(node)
+    return [np.full(tuple(int(d) for d in xs[0].reshape(-1)), v[0], dtype=v.dtype)]
+
+
+# -- Range ----------------------------------------------------------------------------------------
+
+def range_length(node: Node) -> Dim:
+    """Element count of Range: max(ceil((limit - start) / delta), 0), symbolic for int inputs."""
+    ins = [node.input(i) for i in range(3)]
+    if any(v is None for v in ins):
+        raise fail(node, "start, limit and delta are required")
+    if all(v.const is not None for v in ins):
+        start, limit, delta = (np.asarray(v.const).reshape(-1)[0] for v in ins)
+        if delta == 0:
+            raise fail(node, "delta must not be zero")
+        if np.asarray(ins[0].const).dtype.kind == "f":
+            return max(int(math.ceil((float(limit) - float(start)) / float(delta))), 0)
+        return max(-((int(start) - int(limit)) // int(delta)), 0)
+    names = ("start", "limit", "delta")
+    for i, v in enumerate(ins):  # name the input that is really unknown (float constants have no Dims)
+        if v.const is None and sym_ints(v) is None:
+            shape_input(node, i, names[i])
+    if np.dtype(ins[0].type.dtype.np).kind == "f":
+        raise UnsupportedOpError(f"{node.describe()}: a float Range needs constant start, limit and delta",
+                                 [(node.domain or "ai.onnx", node.op_type, node.version)])
+    start, limit, delta = (scalar_input(node, i, n) for i, n in enumerate(names))
+    if not isinstance(delta, int):
+        raise UnsupportedOpError(f"{node.describe()}: delta must be a compile-time constant (it is {delta})",
+                                 [(node.domain or "ai.onnx", node.op_type, node.version)])
+    if delta == 0:
+        raise fail(node, "delta must not be zero")
+    n = ceildiv(as_dim(limit) - start, delta)
+    return max(n, 0) if isinstance(n, int) else clamp0(n)
+
+
+@shape_rule("Range")
+def _range(node: Node) -> list:
+    t = tensor_type(node, 0)
+    for i in (1, 2):
+        if tensor_type(node, i).dtype != t.dtype:
+            raise fail(node, f"start, limit and delta must share one type, got {t.dtype.short} and "
+                             f"{tensor_type(node, i).dtype.short}")
+    n = range_length(node)
+    if t.dtype.is_int and isinstance(n, int) and n <= MAX_SYM:
+        start, delta = sym_ints(node.input(0)), sym_ints(node.input(2))
+        if start is not None and delta is not None:
+            set_sym(node.outputs[0], [start[0] + k * delta[0] for k in range(n)], t.dtype)
+    return [TensorType(t.dtype, (n,))]
+
+
+@fold_rule("Range")
+def _fold_range(node: Node, xs: list) -> list:
+    start, _limit, delta = (np.asarray(x).reshape(-1)[0] for x in xs)
+    n = range_length(node)
+    k = np.arange(n, dtype=np.int64)
+    return [(start + k.astype(start.dtype) * delta).astype(xs[0].dtype)]
+
+
+__all__ = ["MAX_SYM", "SYM_DOMAIN", "BIG", "set_sym", "is_nonneg", "clamp0", "shape_input", "scalar_input",
+           "shape_range", "constant_value", "fill_value", "range_length"]

@@ -1,0 +1,100 @@
+/* onnxc_gemm.h: portable, cache- and register-blocked GEMM for onnxc kernels (float and double).
+ *
+ *   int onnxc_sgemm(int threads, int transA, int transB, int64_t M, int64_t N, int64_t K,
+ *                   float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
+ *                   float beta, float *C, int64_t ldc);
+ *   int onnxc_dgemm(...)            the same for double
+ *   int onnxc_sgemm_ref(...), onnxc_dgemm_ref(...)   naive reference (same arguments), for tests
+ *
+ * Row-major: C[M x N] = alpha * op(A)[M x K] * op(B)[K x N] + beta * C, where op(X) is X, or X^T when
+ * the trans flag is set (then A is stored K x M with leading dimension lda, B as N x K). As in BLAS,
+ * beta == 0 makes C write-only: its old contents (possibly NaN) are never read. Returns 0, or
+ * ONNXC_ERR_MEMORY when a packing buffer cannot be allocated.
+ *
+ * Algorithm (Goto/BLIS): C is cut into NC-column and MC-row blocks, K into KC slices; the B slice is
+ * packed into NR-wide panels, the A block into MR-tall panels, and an MR x NR register-blocked
+ * micro-kernel (plain C with `omp simd`, vectorized by the compiler for the target) accumulates.
+ * With threads > 1 the output is split into one stripe per thread (along N or M, whichever is wider),
+ * each computed by the serial algorithm with its own buffers. Vectors (M == 1 or N == 1) take
+ * unpacked dot/axpy paths. The micro-kernel is the single place a later ISA-specific kernel
+ * (AVX-512, AVX2, NEON) plugs in.
+ */
+#ifndef ONNXC_GEMM_H
+#define ONNXC_GEMM_H
+
+#include "onnxc.h"
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+/* Blocking; each may be overridden with -D for tuning experiments. */
+#ifndef ONNXC_SGEMM_NR
+#if defined(__AVX512F__)
+#define ONNXC_SGEMM_NR 32
+#define ONNXC_DGEMM_NR 16
+#elif defined(__AVX__)
+#define ONNXC_SGEMM_NR 16
+#define ONNXC_DGEMM_NR 8
+#else
+#define ONNXC_SGEMM_NR 8
+#define ONNXC_DGEMM_NR 4
+#endif
+#endif
+#ifndef ONNXC_GEMM_MR
+#if defined(__AVX512F__)
+#define ONNXC_GEMM_MR 8 /* 16 zmm accumulators of 32 registers */
+#else
+#define ONNXC_GEMM_MR 6 /* 12 accumulators of 16 registers */
+#endif
+#endif
+#ifndef ONNXC_GEMM_KC
+#define ONNXC_GEMM_KC 256
+#endif
+#ifndef ONNXC_GEMM_MC
+#define ONNXC_GEMM_MC (ONNXC_GEMM_MR * 16)
+#endif
+#ifndef ONNXC_GEMM_NC
+#define ONNXC_GEMM_NC 512
+#endif
+/* Up to this many multiply-adds a call skips packing. */
+#ifndef ONNXC_GEMM_SMALL
+#define ONNXC_GEMM_SMALL 1024
+#endif
+/* Below this many multiply-adds a call runs on one thread. */
+#ifndef ONNXC_GEMM_PAR_MIN
+#define ONNXC_GEMM_PAR_MIN 65536
+#endif
+
+/* GCC tunes many x86 targets to 256-bit vectors even when AVX-512 exists; the GEMM wants 512.
+ * Packing copies short rows: keep them inline instead of letting GCC turn them into memcpy calls. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC push_options
+#pragma GCC optimize("no-tree-loop-distribute-patterns")
+#if defined(__AVX512F__)
+#pragma GCC target("prefer-vector-width=512")
+#endif
+#define ONNXC_GEMM_POP_OPTIONS
+#endif
+
+#define ONNXC_GEMM_T float
+#define ONNXC_GEMM_NR ONNXC_SGEMM_NR
+#define ONNXC_GEMM_FN(name) onnxc_s##name
+#include "onnxc_gemm_impl.h"
+#undef ONNXC_GEMM_T
+#undef ONNXC_GEMM_NR
+#undef ONNXC_GEMM_FN
+
+#define ONNXC_GEMM_T double
+#define ONNXC_GEMM_NR ONNXC_DGEMM_NR
+#define ONNXC_GEMM_FN(name) onnxc_d##name
+#include "onnxc_gemm_impl.h"
+#undef ONNXC_GEMM_T
+#undef ONNXC_GEMM_NR
+#undef ONNXC_GEMM_FN
+
+#ifdef ONNXC_GEMM_POP_OPTIONS
+#pragma GCC pop_options
+#undef ONNXC_GEMM_POP_OPTIONS
+#endif
+
+#endif /* ONNXC_GEMM_H */

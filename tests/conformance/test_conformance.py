@@ -1,0 +1,83 @@
+"""Every ONNX backend test case of the pinned onnx package, compiled and run with onnxc.
+
+A case whose compile raises ``onnxc.UnsupportedOpError`` is an expected failure (xfail with the
+reason); any other exception or a mismatch is a failure. Collection compiles nothing. Results go to
+``conformance_report.json`` (see plugin.py). Run: ``pytest tests/conformance -n 2``.
+"""
+
+from __future__ import annotations
+
+import re
+
+import onnx
+import pytest
+
+import onnxc
+
+from .cases import (
+    THREADS,
+    bounded,
+    compare_outputs,
+    data_sets,
+    expose_logits,
+    model_cases,
+    node_cases,
+    normalize,
+    onnxruntime_outputs,
+    random_feeds,
+    runtime_inputs,
+)
+from .plugin import one_line
+
+pytestmark = pytest.mark.conformance
+
+
+def compile_or_xfail(source, request: pytest.FixtureRequest) -> onnxc.CompiledModel:
+    """Compile with onnxc; unsupported operators make the case an expected failure."""
+    try:
+        return onnxc.compile(source, threads=THREADS)
+    except onnxc.UnsupportedOpError as e:
+        ops = sorted({"::".join(str(p) for p in op[:2]) if isinstance(op, tuple) else str(op) for op in e.ops})
+        request.node.user_properties.append(("unsupported_ops", ops))
+        lines = [re.sub(r"; used by .*$", "", line) for line in str(e).splitlines()]
+        pytest.xfail(f"unsupported: {one_line(chr(10).join(lines))}")
+
+
+def run_and_compare(compiled: onnxc.CompiledModel, model: onnx.ModelProto, inputs: list, outputs: list,
+                    rtol: float, atol: float) -> None:
+    names = [i.name for i in runtime_inputs(model)]
+    feeds = dict(zip(names, (normalize(x) for x in inputs)))
+    got = compiled.run(feeds)
+    compare_outputs(got, outputs, [o.name for o in model.graph.output], rtol, atol)
+
+
+# Model cases first: the light models are the slowest, so xdist spreads them early.
+@pytest.mark.parametrize("name", list(model_cases()))
+def test_model_case(name: str, request: pytest.FixtureRequest) -> None:
+    case = model_cases()[name]
+    with bounded(name):
+        if case.suite == "light":
+            model = expose_logits(onnx.load(str(case.path)))
+            compiled = compile_or_xfail(model, request)
+            feeds = random_feeds(model, name)
+            try:
+                want = onnxruntime_outputs(model, feeds)
+            except Exception as e:  # the reference failing is a harness problem; say so
+                raise AssertionError(f"onnxruntime (the reference) failed: {one_line(str(e))}") from e
+            run_and_compare(compiled, model, [feeds[i.name] for i in runtime_inputs(model)], want,
+                            case.rtol, case.atol)
+            return
+        path = case.path / "model.onnx"
+        model = onnx.load(str(path))
+        compiled = compile_or_xfail(str(path), request)
+        for inputs, outputs in data_sets(case, model):
+            run_and_compare(compiled, model, inputs, outputs, case.rtol, case.atol)
+
+
+@pytest.mark.parametrize("name", sorted(node_cases()))
+def test_node_case(name: str, request: pytest.FixtureRequest) -> None:
+    case = node_cases()[name]
+    with bounded(name):
+        compiled = compile_or_xfail(case.model, request)
+        for inputs, outputs in case.data_sets:
+            run_and_compare(compiled, case.model, inputs, outputs, case.rtol, case.atol)
