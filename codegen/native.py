@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 
@@ -25,12 +26,19 @@ _lock = threading.Lock()
 ERRLEN = 1024
 
 
+# OpenMP workers must sleep between calls, not spin: a spinning pool steals the core the next call
+# (or another process) needs. libgomp reads this when it loads, i.e. with the first model library.
+os.environ.setdefault("OMP_WAIT_POLICY", "passive")
+
+
 def open_library(path: Path):
+    """dlopen a model library once per process. RTLD_NODELETE keeps it (and libgomp) mapped until
+    exit, so OpenMP threads never run unmapped code during interpreter shutdown."""
     key = str(path)
     with _lock:
         lib = _libs.get(key)
         if lib is None:
-            lib = _ffi.dlopen(key)
+            lib = _ffi.dlopen(key, _ffi.RTLD_NOW | _ffi.RTLD_LOCAL | getattr(_ffi, "RTLD_NODELETE", 0x1000))
             _libs[key] = lib
         return lib
 
