@@ -6,8 +6,8 @@ has no expression is rejected. Placeholders: ``{0}``, ``{1}``... input elements;
 and ``{t}`` the short type name of the typed input (helpers are named ``onnxc_div_int32``...);
 ``{f}`` the libm suffix (``sqrtf`` for float, ``sqrt`` for double); attribute names render the
 attribute as a C literal (float attributes in the float type, or double for integer inputs).
-exp/log/tanh/sigmoid/erf/softplus/floor/ceil go through ``onnxc_<fn>_<type>`` helpers whose float versions are
-branch-free polynomials, so the loops vectorize.
+exp, log, tanh, sigmoid, erf, softplus, floor and ceil go through ``onnxc_<fn>_<type>`` helpers
+whose float versions are branch-free, so the loops vectorize.
 
 Integer semantics that C leaves undefined are defined by the helpers of runtime_c/onnxc_elementwise.h
 (wrapping arithmetic, x / 0 -> 0, saturating float -> int); the fold rules' numpy twins in
@@ -19,10 +19,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
-from onnxc.ir import DType, Node
-from onnxc.passes.shapes.elementwise import legacy_b_shape
+from onnxc.ir import DType, Node, ShapeError
+from onnxc.passes.shapes.elementwise import check_enum_attr, legacy_b_shape, prelu_slope_shape
 from onnxc.passes.shapes.elementwise_np import SELU, SELU_V1
 
+from ..templating import c_string
 from .base import KernelCtx, Operand, kernel
 from .loops import broadcast_loop
 
@@ -32,19 +33,18 @@ TGMATH = "#include <tgmath.h>"  # for other families' kernels; this one names fl
 
 @dataclass(frozen=True)
 class Ew:
-    """One op: expressions per type class, attribute defaults, whether the output is bool."""
+    """One op: an expression per type class and the defaults of the attributes it uses."""
 
     exprs: dict[str, str]
     attrs: dict = field(default_factory=dict)
-    out_bool: bool = False
     typed_input: int = 0  # the input whose dtype picks the expression (Where: X)
 
 
 def ew(f: str | None = None, i: str | None = None, s: str | None = None, u: str | None = None,
-       b: str | None = None, all: str | None = None, out_bool: bool = False, typed_input: int = 0,
-       **attrs) -> Ew:
+       b: str | None = None, all: str | None = None, typed_input: int = 0, **attrs) -> Ew:
+    """A table row; the output type comes from the shape rule (bool for comparisons)."""
     exprs = {"f": f or all, "s": s or i or all, "u": u or i or all, "b": b or all}
-    return Ew({k: v for k, v in exprs.items() if v}, attrs, out_bool, typed_input)
+    return Ew({k: v for k, v in exprs.items() if v}, attrs, typed_input)
 
 
 UNARY: dict[str, Ew] = {
@@ -73,16 +73,16 @@ UNARY: dict[str, Ew] = {
     "Mish": ew(f="({0} * onnxc_tanh_{t}(onnxc_softplus_{t}({0})))"),
     "Swish": ew(f="({0} * onnxc_sigmoid_{t}({alpha} * {0}))", alpha=1.0),
     "Gelu": ew(f="(({T})0.5 * {0} * (1 + onnxc_erf_{t}({0} * ({T})0.70710678118654752440)))"),
-    "Gelu:tanh": ew(f="(({T})0.5 * {0} * (1 + onnxc_tanh_{t}(({T})0.79788456080286535588 * ({0} + ({T})0.044715 * {0} "
-                      "* {0} * {0}))))"),
+    "Gelu:tanh": ew(f="(({T})0.5 * {0} * (1 + onnxc_tanh_{t}(({T})0.79788456080286535588 * "
+                      "({0} + ({T})0.044715 * {0} * {0} * {0}))))"),
     "Erf": ew(f="onnxc_erf_{t}({0})"),
     "Sin": ew(f="sin{f}({0})"), "Cos": ew(f="cos{f}({0})"), "Tan": ew(f="tan{f}({0})"),
     "Asin": ew(f="asin{f}({0})"), "Acos": ew(f="acos{f}({0})"), "Atan": ew(f="atan{f}({0})"),
     "Sinh": ew(f="sinh{f}({0})"), "Cosh": ew(f="cosh{f}({0})"), "Asinh": ew(f="asinh{f}({0})"),
     "Acosh": ew(f="acosh{f}({0})"), "Atanh": ew(f="atanh{f}({0})"),
-    "IsNaN": ew(f="isnan({0})", out_bool=True),
+    "IsNaN": ew(f="isnan({0})"),
     "IsInf": ew(f="(({0} == INFINITY && {detect_positive}) || ({0} == -INFINITY && {detect_negative}))",
-                out_bool=True, detect_positive=1, detect_negative=1),
+                detect_positive=1, detect_negative=1),
     "Not": ew(b="(!{0})"),
     "BitwiseNot": ew(i="({T})~{0}"),
     "Shrink": ew(f="({0} < -{lambd} ? {0} + {bias} : {0} > {lambd} ? {0} - {bias} : 0)",
@@ -105,11 +105,11 @@ BINARY: dict[str, Ew] = {
     "And": ew(b="({0} && {1})"),
     "Or": ew(b="({0} || {1})"),
     "Xor": ew(b="({0} != {1})"),
-    "Equal": ew(all="({0} == {1})", out_bool=True),
-    "Less": ew(f="({0} < {1})", i="({0} < {1})", out_bool=True),
-    "Greater": ew(f="({0} > {1})", i="({0} > {1})", out_bool=True),
-    "LessOrEqual": ew(f="({0} <= {1})", i="({0} <= {1})", out_bool=True),
-    "GreaterOrEqual": ew(f="({0} >= {1})", i="({0} >= {1})", out_bool=True),
+    "Equal": ew(all="({0} == {1})"),
+    "Less": ew(f="({0} < {1})", i="({0} < {1})"),
+    "Greater": ew(f="({0} > {1})", i="({0} > {1})"),
+    "LessOrEqual": ew(f="({0} <= {1})", i="({0} <= {1})"),
+    "GreaterOrEqual": ew(f="({0} >= {1})", i="({0} >= {1})"),
     "PRelu": ew(f="({0} > 0 ? {0} : {0} * {1})", s="({0} > 0 ? {0} : onnxc_mul_{t}({0}, {1}))", u="{0}"),
     "Where": ew(all="({0} ? {1} : {2})", typed_input=1),
 }
@@ -174,9 +174,13 @@ def _typed(node: Node, row: Ew) -> DType | None:
 
 def unsupported(node: Node) -> str | None:
     """Why the elementwise kernel cannot lower ``node`` (None when it can or types are not known yet)."""
+    try:
+        check_enum_attr(node)
+    except ShapeError as e:
+        return str(e)
     row = _row(node)
     if row is None:
-        return f"{node.op_type} with {row_key(node).split(':')[-1]!r} is not supported"
+        return f"{node.op_type} variant {row_key(node)!r} is not supported"
     dt = _typed(node, row)
     if dt is None:
         return None
@@ -203,8 +207,7 @@ def expression(ctx: KernelCtx, row: Ew, dt: DType) -> str:
 
 
 def node_name(ctx: KernelCtx) -> str:
-    from onnxc.codegen.templating import c_string
-
+    """The node's description as a C string literal, for run-time error messages."""
     return c_string(ctx.node.describe())
 
 
@@ -214,6 +217,7 @@ def reshaped(op: Operand, shape: tuple, dim_c) -> Operand:
 
 
 def loop(ctx: KernelCtx, ins: list[Operand], expr: str) -> str:
+    """The broadcasting loop of the node's output over ``ins``, with the helper header included."""
     ctx.helper("elementwise", HEADER)
     return broadcast_loop(ctx.outs[0], ins, expr, name=node_name(ctx), threads=ctx.threads)
 
@@ -227,6 +231,8 @@ def elementwise(ctx: KernelCtx) -> str:
     ins = list(ctx.ins)
     if len(ins) == 2 and node.version < 7:
         ins[1] = reshaped(ins[1], legacy_b_shape(node, ins[0].shape, ins[1].shape), ctx.dim)
+    if node.op_type == "PRelu":
+        ins[1] = reshaped(ins[1], prelu_slope_shape(node, ins[0].shape, ins[1].shape), ctx.dim)
     if node.op_type in VARIADIC:
         acc = "{0}"
         for k in range(1, len(ins)):

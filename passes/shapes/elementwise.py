@@ -120,10 +120,25 @@ def _variadic(node: Node) -> list:
     return [out]
 
 
+def prelu_slope_shape(node: Node, x: tuple, slope: tuple) -> tuple:
+    """The shape the slope broadcasts with: its own, or, for a 1-D slope that does not broadcast
+    numpy-style (old PyTorch exports: X [N, C, L] with slope [C]), aligned with the one axis of X of
+    that size (what the ONNX reference implementation does)."""
+    if len(slope) != 1 or slope[0] == 1 or not x or slope[0] == x[-1]:
+        return tuple(slope)
+    hits = [i for i, d in enumerate(x) if d == slope[0]]
+    if len(hits) != 1:
+        return tuple(slope)
+    return tuple(slope[0] if i == hits[0] else 1 for i in range(len(x)))
+
+
 @shape_rule("PRelu")
 def _prelu(node: Node) -> list:
     x = shape_of(node, 0)
-    out = _broadcast(node, 2)
+    slope = prelu_slope_shape(node, x, shape_of(node, 1))
+    out = broadcast_dims(node, [x, slope])
+    if tensor_type(node, 1).dtype != tensor_type(node, 0).dtype:
+        raise fail(node, "X and slope must share one element type")
     if len(out) != len(x) or any(isinstance(a, int) and isinstance(b, int) and a != b for a, b in zip(out, x)):
         raise fail(node, f"slope of shape {list(shape_of(node, 1))} must broadcast to X of shape {list(x)}")
     return [TensorType(tensor_type(node, 0).dtype, x)]
@@ -165,8 +180,9 @@ def _fold(node: Node, xs: list) -> list | None:
     fn = NUMPY[node.op_type]
     with np.errstate(all="ignore"):
         if node.op_type in LEGACY_BROADCAST and len(xs) == 2:
-            b_shape = legacy_b_shape(node, xs[0].shape, xs[1].shape)
-            xs = [xs[0], xs[1].reshape(b_shape)]
+            xs = [xs[0], xs[1].reshape(legacy_b_shape(node, xs[0].shape, xs[1].shape))]
+        if node.op_type == "PRelu":
+            xs = [xs[0], xs[1].reshape(prelu_slope_shape(node, xs[0].shape, xs[1].shape))]
         if node.op_type == "Clip":
             return [fn(node, *xs)]
         if any(x is None for x in xs):
