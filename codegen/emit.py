@@ -72,8 +72,11 @@ def _dims() -> str:
 def emit_c(p: Program) -> str:
     """The complete C source of the model."""
     temps = []
+    dynamic = []  # buffers allocated by the run function after their producer's shape function
     for b in p.buffers.values():
-        if b.kind == "temp":
+        if b.kind in ("temp", "output") and p.is_dynamic(b):
+            dynamic.append(b)
+        elif b.kind == "temp":
             temps.append({"id": b.id, "nbytes": _nbytes(p, b), "first": b.first, "last": b.last,
                           "ctype": b.dtype.c, "static": all(isinstance(d, int) for d in b.shape)})
     # place big static buffers first: a better first-fit packing
@@ -87,19 +90,47 @@ def emit_c(p: Program) -> str:
     arena_bytes = plan[1] if plan is not None else None
     outputs = []
     for _name, b, shape in p.outputs:
-        outputs.append({"index": b.index, "rank": len(shape), "dtype": int(b.dtype),
-                        "dims": [p.dim_c(d) for d in shape], "nbytes": _nbytes(p, b, shape)})
-    calls = []
-    for st in p.steps:
-        args = ", ".join(_ptr(p, p.buffers[bid], out) for bid, out in st.args)
-        calls.append(f"{st.fn}(rt, D{', ' if args else ''}{args})")
-    steps = [{"fn": st.fn, "params": st.params, "body": _indent(st.body), "comment": _comment(st.node)}
-             for st in p.steps]
-    return render("model.c.j2", prefix=_PREFIX, helpers=list(p.helpers.values()), steps=steps,
+        outputs.append({"index": b.index, "rank": len(shape), "dtype": int(b.dtype), "early": b not in dynamic,
+                        "dims": [p.dim_c(d) for d in shape], "nbytes": _nbytes(p, b)})
+    steps = [{"fn": st.fn, "params": st.params, "body": None if st.body is None else _indent(st.body),
+              "shape_params": [d for d, _ in st.in_params],
+              "shape_body": None if st.shape_body is None else _indent(st.shape_body),
+              "comment": _comment(st.node)} for st in p.steps]
+    helpers = dict(p.helpers)
+    if dynamic:
+        helpers.setdefault("onnxc_shape", '#include "onnxc_shape.h"')
+    return render("model.c.j2", prefix=_PREFIX, helpers=list(helpers.values()), steps=steps,
                   input_names=[c_string(n) for n, _ in p.inputs],
                   dim_names=[c_string(n) for n in p.dimvars], ndim_alloc=max(1, len(p.dimvars)),
-                  input_checks=_input_checks(p), outputs=outputs, temps=temps, calls=calls,
+                  input_checks=_input_checks(p), outputs=outputs, temps=temps, run=_run_lines(p, dynamic),
+                  dynamic=[{"id": b.id, "ctype": b.dtype.c} for b in dynamic if b.kind == "temp"],
                   arena_bytes=arena_bytes)
+
+
+def _run_lines(p: Program, dynamic: list[Buffer]) -> list[str]:
+    """The body of the run function after setup: per step its shape function, the allocation of the
+    dynamic buffers it produces, the kernel call, and the release of dynamic temps read for the last time."""
+    lines: list[str] = []
+    for si, st in enumerate(p.steps):
+        if st.shape_body is not None:
+            args = "".join(", " + _ptr(p, p.buffers[bid], False) for _, bid in st.in_params)
+            lines.append(f"if ((st = {st.fn}_shape(rt, D{args}))) goto done;")
+        for b in dynamic:
+            if b.first != si:
+                continue
+            dst = f"out[{b.index}].data" if b.kind == "output" else f"b{b.id}"
+            dims = ", ".join(p.dim_c(d) for d in b.shape)
+            lines.append(f"{{ const int64_t dims_[{len(b.shape)}] = {{{dims}}};")
+            lines.append(f"  {dst} = onnxc_alloc_dims(sizeof({b.dtype.c}), {len(b.shape)}, dims_);")
+            lines.append(f"  if (!{dst}) {{ st = onnxc_alloc_fail(rt, {c_string(_comment(st.node))}, "
+                         f"{len(b.shape)}, dims_); goto done; }} }}")
+        if st.body is not None:
+            args = "".join(", " + _ptr(p, p.buffers[bid], out) for bid, out in st.args)
+            lines.append(f"if ((st = {st.fn}(rt, D{args}))) goto done;")
+        for b in dynamic:
+            if b.kind == "temp" and b.last == si:
+                lines.append(f"free(b{b.id}); b{b.id} = NULL;")
+    return lines
 
 
 def _static_size(b: Buffer) -> int:

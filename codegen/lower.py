@@ -9,6 +9,12 @@ translation unit. Storage of each value:
 - ``output``: a graph output, allocated by the library and handed to the caller.
 
 View ops (Reshape, Squeeze, ...) emit no code: their output shares the buffer of their input.
+
+Data-dependent shapes: dimension variables are either bound from the graph inputs (the first
+``Program.n_bound`` of ``dimvars``) or defined at run time by a node (``node.defines_dims``), whose
+step then carries a shape function run right before its kernel. Buffers whose size depends on such
+a variable are *dynamic*: the run function allocates them after the shape function of their
+producer and frees them after their last use, outside the planned arena.
 """
 
 from __future__ import annotations
@@ -38,10 +44,16 @@ class Buffer:
 @dataclass
 class Step:
     fn: str                        # C function name
-    body: str                      # C statements
+    body: str | None               # C statements; None: no kernel (a view that only binds run-time dims)
     params: list[str]              # C parameter declarations after (rt, D)
     args: list[tuple[int, bool]]   # (buffer id, is_output) per parameter, in order
     node: str                      # description for errors and profiles
+    shape_body: str | None = None  # C statements of ``<fn>_shape(rt, D, <inputs>)``, binding run-time dims
+
+    @property
+    def in_params(self) -> list[tuple[str, int]]:
+        """(declaration, buffer id) of the input parameters: the shape function's parameters."""
+        return [(p, bid) for p, (bid, out) in zip(self.params, self.args) if not out]
 
 
 @dataclass
@@ -54,6 +66,12 @@ class Program:
     weights: bytes
     helpers: dict[str, str] = field(default_factory=dict)
     value_buffer: dict[int, int] = field(default_factory=dict)  # Value.id -> buffer id
+    n_bound: int = 0                             # dimvars[:n_bound] are bound from the inputs
+
+    def is_dynamic(self, b: Buffer) -> bool:
+        """Whether ``b``'s size depends on a dimension variable defined at run time by a node."""
+        late = set(self.dimvars[self.n_bound:])
+        return any(free_symbols(d) & late for d in b.shape)
 
     def dim_c(self, d: Dim) -> str:
         return to_c(d, self.sym_c)
@@ -112,6 +130,7 @@ class _Lowerer:
                 for s in sorted(free_symbols(d)):
                     if s not in self.dimvars:
                         self.dimvars.append(s)
+        n_bound = len(self.dimvars)
         inputs = [(v.name, self.new_buffer("input", v, i)) for i, v in enumerate(g.inputs)]
         for v in g.initializers.values():
             if v.uses() or v in g.outputs:
@@ -121,7 +140,7 @@ class _Lowerer:
         outputs = self.place_outputs()
         self.plan_lifetimes()
         return Program(inputs, outputs, self.buffers, self.steps, self.dimvars, bytes(self.blob),
-                       self.helpers, self.vbuf)
+                       self.helpers, self.vbuf, n_bound)
 
     def check_dims(self, node: Node, v: Value) -> None:
         t = v.type
@@ -141,32 +160,59 @@ class _Lowerer:
         if kd is None:
             raise UnsupportedOpError(f"no kernel for {node.describe()}",
                                      [(node.domain or "ai.onnx", node.op_type, node.version)])
+        for name in node.defines_dims:
+            if name in self.dimvars:
+                raise CompileError(f"{node.describe()}: run-time dimension {name!r} is defined twice")
+            self.dimvars.append(name)
         for o in node.outputs:
             self.check_dims(node, o)
-        if kd.alias:
-            self.vbuf[node.outputs[0].id] = self.vbuf[node.inputs[0].id]
-            return
         ins = [None if v is None else self.operand(v, f"in{i}") for i, v in enumerate(node.inputs)]
         outs = [self.operand(v, f"out{i}") for i, v in enumerate(node.outputs)]
         ctx = KernelCtx(node, ins, outs, self.dim_c, self.helpers, self.threads)
-        try:
-            body = kd.fn(ctx)
-        except UnsupportedOpError:
-            raise
-        except (NotImplementedError, ValueError, KeyError) as e:
-            raise UnsupportedOpError(f"{node.describe()}: {e}",
-                                     [(node.domain or "ai.onnx", node.op_type, node.version)]) from e
+        shape_body = self.shape_function(node, ctx) if node.defines_dims else None
         params, args = [], []
         for i, (v, op) in enumerate(zip(node.inputs, ins)):
             if v is None:
                 continue
             params.append(f"const {op.ctype} *restrict in{i}")
             args.append((self.vbuf[v.id], False))
+        if kd.alias:
+            self.vbuf[node.outputs[0].id] = self.vbuf[node.inputs[0].id]
+            if shape_body is not None:
+                self.steps.append(Step(f"k{len(self.steps)}", None, params, args, node.describe(), shape_body))
+            return
+        body = self.call(kd.fn, ctx)
         for i, v in enumerate(node.outputs):
             b = self.new_buffer("temp", v)
             params.append(f"{outs[i].ctype} *restrict out{i}")
             args.append((b.id, True))
-        self.steps.append(Step(f"k{len(self.steps)}", body, params, args, node.describe()))
+        self.steps.append(Step(f"k{len(self.steps)}", body, params, args, node.describe(), shape_body))
+
+    @staticmethod
+    def call(fn, ctx: KernelCtx) -> str:
+        """Run a lowering; its NotImplementedError/ValueError/KeyError mean an unsupported variant."""
+        node = ctx.node
+        try:
+            return fn(ctx)
+        except UnsupportedOpError:
+            raise
+        except (NotImplementedError, ValueError, KeyError) as e:
+            raise UnsupportedOpError(f"{node.describe()}: {e}",
+                                     [(node.domain or "ai.onnx", node.op_type, node.version)]) from e
+
+    def shape_function(self, node: Node, ctx: KernelCtx) -> str:
+        """Body of the node's shape function, which must assign every run-time dim the node defines."""
+        fn = kb.lookup_shape_fn(node)
+        if fn is None:
+            raise UnsupportedOpError(
+                f"{node.describe()}: its output shape depends on run-time data ({', '.join(node.defines_dims)}) "
+                "and the op has no shape function", [(node.domain or "ai.onnx", node.op_type, node.version)])
+        ctx.defines = {name: f"D[{self.dimvars.index(name)}]" for name in node.defines_dims}
+        body = self.call(fn, ctx)
+        missing = [n for n, lv in ctx.defines.items() if f"{lv} =" not in body]
+        if missing:
+            raise CompileError(f"{node.describe()}: the shape function does not assign {missing}")
+        return body
 
     def place_outputs(self) -> list:
         outs = []
@@ -199,7 +245,7 @@ class _Lowerer:
         for si, st in enumerate(self.steps):
             for bid, is_out in st.args:
                 b = self.buffers[bid]
-                if b.kind != "temp":
+                if b.kind not in ("temp", "output"):
                     continue
                 if is_out:
                     b.first = si

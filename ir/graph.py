@@ -83,7 +83,7 @@ class Attr:
 
 class Node:
     __slots__ = ("op_type", "domain", "version", "name", "attrs", "inputs", "outputs", "graph",
-                 "id", "doc", "overload")
+                 "id", "doc", "overload", "defines_dims")
 
     def __init__(self, op_type: str, inputs: Iterable[Value | None], outputs: Iterable[Value],
                  attrs: dict[str, Attr] | None = None, domain: str = "", name: str = "",
@@ -99,6 +99,10 @@ class Node:
         self.id = next(_ids)
         self.doc = ""
         self.overload = overload
+        # Dimension variables whose values this node computes at run time from its input data
+        # (data-dependent output shapes: NonZero's count, Reshape to a run-time shape, ...). Set by
+        # shape inference (passes/shapes/common.py ``runtime_dim``); bound by the node's C shape function.
+        self.defines_dims: list[str] = []
         for v in inputs:
             self.add_input(v)
         for v in outputs:
@@ -171,6 +175,9 @@ class Graph:
         # Types the model declares for values (ONNX value_info and graph outputs), by value name.
         # Shape inference treats them as hints; the types on Values are what passes computed.
         self.value_info: dict[str, Any] = {}
+        # Descriptions of shape-computing nodes the passes replaced by compile-time values (folded to
+        # constants, or dead once their symbolic values were used); ``onnxc info`` summarizes them.
+        self.folded: list[str] = []
         self.doc = ""
 
     # -- building ------------------------------------------------------------------------

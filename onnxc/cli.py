@@ -15,6 +15,7 @@ import os
 import re
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -169,6 +170,20 @@ def print_graph(g, indent: str = "  ", out=None) -> None:
             print(f"{indent}    return {', '.join('%' + v.name for v in sub.outputs)}", file=out)
 
 
+def folded_summary(g) -> str:
+    """One line: how many shape-computing nodes (of ``g`` and its subgraphs) were replaced by
+    compile-time values, by op, most frequent first."""
+    descs = list(g.folded)
+    for n in g.walk():
+        for sg in n.subgraphs():
+            descs += sg.folded
+    if not descs:
+        return "folded: no shape-computation nodes"
+    ops = Counter(d.split(" ", 1)[0] for d in descs)
+    parts = ", ".join(f"{op} x{k}" for op, k in sorted(ops.items(), key=lambda kv: (-kv[1], kv[0])))
+    return f"folded: {len(descs)} shape-computation node{'s' if len(descs) != 1 else ''} ({parts})"
+
+
 def _size_dim(shape: tuple, itemsize: int) -> Dim:
     n: Dim = itemsize
     for d in shape:
@@ -224,6 +239,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     print("outputs:")
     for v in m.graph.outputs:
         print(f"  {v.name}: {_type(v)}")
+    print(folded_summary(m.graph))
     print(f"IR after passes ({len(m.graph.nodes)} nodes):")
     print_graph(m.graph)
     print(f"  return {', '.join(f'%{v.name}: {_type(v)}' for v in m.graph.outputs)}")
@@ -362,7 +378,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
-__all__ = ["main", "build_parser", "supported_ops", "UsageError", "InputError"]
+__all__ = ["main", "build_parser", "supported_ops", "folded_summary", "UsageError", "InputError"]
 
 
 if __name__ == "__main__":

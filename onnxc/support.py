@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from onnxc.codegen.kernels import registry as kernels
 from onnxc.ir import Model, Node, UnsupportedOpError
+from onnxc.passes.expand_function_ops import has_expansion
 from onnxc.passes.shapes import registry as shapes
 
 
@@ -12,6 +13,8 @@ def node_support(node: Node, model: Model) -> str | None:
     if (node.domain, node.op_type, node.overload) in model.functions:
         return None
     if shapes.rule_for(node) is None:
+        if has_expansion(node):  # a standard function op, expanded into supported ops
+            return None
         return "no shape rule" if (node.domain, node.op_type) not in shapes.SHAPE_RULES else \
             f"opset version {node.version} not supported"
     if kernels.lookup(node) is None and shapes.fold_for(node) is None:

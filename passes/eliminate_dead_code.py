@@ -10,6 +10,7 @@ from __future__ import annotations
 from onnxc.ir import Graph, Model
 
 from .base import PassResult
+from .fold_constants import is_shape_computation
 
 
 def _outer_reads(g: Graph) -> set[int]:
@@ -39,8 +40,11 @@ def dce_graph(g: Graph) -> bool:
                 live |= _outer_reads(sg)
     changed = len(keep) != len(g.nodes)
     if changed:
-        dead = [n for n in g.nodes if n not in set(keep)]
+        kept = set(keep)
+        dead = [n for n in g.nodes if n not in kept]
         for n in dead:
+            if is_shape_computation(n):  # its values were used symbolically: it folded away
+                g.folded.append(n.describe())
             n.detach()
         g.nodes = list(reversed(keep))
     for name, v in list(g.initializers.items()):

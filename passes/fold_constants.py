@@ -39,6 +39,8 @@ def try_fold(node: Node) -> bool:
         return False
     g = node.graph
     outs = list(node.outputs)
+    if is_shape_computation(node):
+        g.folded.append(node.describe())
     g.remove(node)
     for o, r in zip(outs, results):
         r = np.asarray(r)
@@ -50,6 +52,13 @@ def try_fold(node: Node) -> bool:
         o.producer = None
         g.add_initializer(o)
     return True
+
+
+def is_shape_computation(node: Node) -> bool:
+    """A model node computing a shape tensor (every output has a symbolic value), for the record of
+    folded shape subgraphs. Constants and onnxc's own nodes do not count."""
+    return node.op_type != "Constant" and node.domain != "onnxc" and bool(node.outputs) and \
+        all(o.sym_value is not None for o in node.outputs)
 
 
 def _static_sym_values(node: Node) -> list[np.ndarray] | None:

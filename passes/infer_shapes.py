@@ -2,8 +2,10 @@
 
 Walks nodes in order, asks each op's shape rule for the output types (symbolic Dims), and folds
 nodes whose inputs are all constant so later rules (Reshape, Expand, Slice...) see constant or
-symbolic shape values. Declared types in the model are only hints; inferred types win, but a
-declared static dim fills in an inferred unknown.
+symbolic shape values. A node with no shape rule but an expansion (a standard function op, see
+expand_function_ops) is replaced in place by its expansion, whose nodes are inferred next. Declared
+types in the model are only hints; inferred types win, but a declared static dim fills in an
+inferred unknown.
 """
 
 from __future__ import annotations
@@ -11,16 +13,24 @@ from __future__ import annotations
 from onnxc.ir import Graph, Model, ShapeError, TensorType, UnsupportedOpError
 
 from .base import PassResult
+from .expand_function_ops import expand_node
 from .fold_constants import try_fold
 from .shapes.registry import rule_for
 
 
 def infer_graph(g: Graph, fold: bool = True) -> None:
-    for node in list(g.nodes):
+    pending = list(reversed(g.nodes))  # a stack: expanded function ops push their new nodes
+    while pending:
+        node = pending.pop()
         rule = rule_for(node)
         if rule is None:
+            expanded = expand_node(node)
+            if expanded is not None:
+                pending.extend(reversed(expanded))
+                continue
             raise UnsupportedOpError(f"no shape rule for {node.describe()} (opset {node.version})",
                                      [(node.domain or "ai.onnx", node.op_type, node.version)])
+        node.defines_dims = []  # the rule records the run-time dims it still needs (common.runtime_dim)
         try:
             types = rule.infer(node)
         except ShapeError:

@@ -13,6 +13,7 @@ from onnxc.ir import Model
 from onnxc.ir.checker import check_model
 
 from .base import PassResult
+from .eliminate_common_subexpressions import eliminate_common_subexpressions
 from .eliminate_dead_code import eliminate_dead_code
 from .fold_constants import fold_constants
 from .infer_shapes import infer_shapes
@@ -28,6 +29,7 @@ def steps() -> list[Step]:
         ("eliminate_dead_code", eliminate_dead_code),
         ("infer_shapes", infer_shapes),
         ("fold_constants", fold_constants),
+        ("eliminate_common_subexpressions", eliminate_common_subexpressions),
         ("remove_identities", remove_identities),
         ("eliminate_dead_code", eliminate_dead_code),
     ]

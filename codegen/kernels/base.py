@@ -11,6 +11,18 @@ so kernels specialize on static sizes for free. A body returns 0 on success or
 
 Lowerings register with ``@kernel("Op", ...)``. A lowering marked ``alias=True`` emits no code: its
 single output is a view of input 0 (Reshape, Squeeze, ...).
+
+Data-dependent output shapes: a node whose shape rule created run-time dimension variables
+(``node.defines_dims``, e.g. NonZero's count, Reshape to a shape computed at run time) also needs a
+*shape function*, registered with ``@kernel(..., shape_fn=f)`` or ``@shape_function("Op")`` (for
+views). ``f(ctx)`` returns the body of
+
+    static int kN_shape(onnxc_rt *rt, int64_t *D, <in0>, <in1>, ...)
+
+which reads the input data, validates it (``onnxc_fail`` naming the node) and assigns every defined
+variable: ``ctx.defines`` maps each name to its C lvalue (``D[k]``), ``ctx.lvalue(dim)`` gives it for
+an output dim. The run function calls it right before the kernel and allocates the buffers whose
+sizes depend on those variables in between.
 """
 
 from __future__ import annotations
@@ -21,7 +33,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from onnxc.ir import Dim, DType, Node, Value, to_c
-from onnxc.ir.dims import evaluate, is_static
+from onnxc.ir.dims import Expr, evaluate, is_static
 
 
 @dataclass
@@ -73,9 +85,18 @@ class KernelCtx:
     dim_c: Callable[[Dim], str]
     helpers: dict[str, str] = field(default_factory=dict)
     threads: int = 1
+    defines: dict[str, str] = field(default_factory=dict)  # run-time dim name -> C lvalue (shape functions)
 
     def dim(self, d: Dim) -> str:
         return self.dim_c(d)
+
+    def lvalue(self, d: Dim) -> str | None:
+        """``D[k]`` when ``d`` is exactly a run-time dimension variable this node defines, else None."""
+        if isinstance(d, Expr) and len(d.terms) == 1:
+            (mono, coeff), = d.terms
+            if coeff == 1 and len(mono) == 1 and mono[0][1] == 1:
+                return self.defines.get(getattr(mono[0][0], "name", None))
+        return None
 
     def attr(self, name: str, default=None):
         return self.node.attr(name, default)
@@ -100,19 +121,39 @@ class KernelDef:
 
 
 KERNELS: dict[tuple[str, str], KernelDef] = {}
+SHAPE_FNS: dict[tuple[str, str], Callable[[KernelCtx], str]] = {}
 
 
 def kernel(*ops: str, domain: str = "", alias: bool = False,
-           accepts: Callable[[Node], str | None] | None = None):
-    """Register a lowering for ``ops`` (ONNX op types) of ``domain``."""
+           accepts: Callable[[Node], str | None] | None = None,
+           shape_fn: Callable[[KernelCtx], str] | None = None):
+    """Register a lowering for ``ops`` (ONNX op types) of ``domain``; ``shape_fn`` renders the shape
+    function of nodes with data-dependent output shapes."""
 
     def deco(fn):
         kd = KernelDef(ops, domain, None if alias else fn, alias, accepts)
         for op in ops:
             KERNELS[(domain, op)] = kd
+            if shape_fn is not None:
+                SHAPE_FNS[(domain, op)] = shape_fn
         return fn
 
     return deco
+
+
+def shape_function(*ops: str, domain: str = ""):
+    """Register the shape function of ``ops`` (for ops whose kernel is registered elsewhere, e.g. views)."""
+
+    def deco(fn):
+        for op in ops:
+            SHAPE_FNS[(domain, op)] = fn
+        return fn
+
+    return deco
+
+
+def lookup_shape_fn(node: Node) -> Callable[[KernelCtx], str] | None:
+    return SHAPE_FNS.get((node.domain, node.op_type))
 
 
 def alias_kernel(*ops: str, domain: str = "") -> None:
@@ -144,5 +185,6 @@ def static_value(d: Dim) -> int | None:
     return d if is_static(d) else None
 
 
-__all__ = ["Operand", "KernelCtx", "KernelDef", "KERNELS", "kernel", "alias_kernel", "lookup",
+__all__ = ["Operand", "KernelCtx", "KernelDef", "KERNELS", "SHAPE_FNS", "kernel", "alias_kernel", "shape_function",
+           "lookup", "lookup_shape_fn",
            "unsupported_reason", "c_dims", "static_value", "to_c", "evaluate"]

@@ -2,7 +2,8 @@
 tensors written from the bound dimension variables), ConstantOfShape, Range, OneHot, Trilu, EyeLike.
 
 Shape, Size and SymValue normally fold away or go dead; their kernels exist for symbolic shapes whose
-values a later op reads at run time. Constant always folds and needs no kernel.
+values a later op reads at run time. Constant always folds and needs no kernel. ConstantOfShape,
+Range and OneHot whose shape/limits/depth are known only at run time have shape functions.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from onnxc.ir import Node
 from onnxc.passes.shapes.shape_ops import SYM_DOMAIN, fill_value, shape_range
 
+from . import dynshape as ds
 from .base import KernelCtx, kernel
 from .copyutil import clit, copy, cprod, dtype_accepts, require
 
@@ -48,7 +50,15 @@ def _cos_accepts(node: Node) -> str | None:
     return None if dt in SUPPORTED else f"{dt.short} tensors are not supported yet"
 
 
-@kernel("ConstantOfShape", accepts=_cos_accepts)
+def _cos_shape(ctx: KernelCtx) -> str:
+    ds.include(ctx)
+    k = ctx.outs[0].rank
+    return "\n".join([ds.read_ints(ctx, 0, k, "s"),
+                      ds.check(f"onnxc_check_dims(rt, {ds.who(ctx)}, \"shape\", {k}, s)"),
+                      ds.bind_array(ctx, 0, "s"), "return 0;"])
+
+
+@kernel("ConstantOfShape", accepts=_cos_accepts, shape_fn=_cos_shape)
 def constant_of_shape(ctx: KernelCtx) -> str:
     require(ctx)
     y = ctx.outs[0]
@@ -57,17 +67,51 @@ def constant_of_shape(ctx: KernelCtx) -> str:
             f"for (int64_t i = 0; i < n; i++) out0[i] = {v};\nreturn 0;")
 
 
-@kernel("Range", accepts=dtype_accepts(0))
+def _range_shape(ctx: KernelCtx) -> str:
+    """count = max(ceil((limit - start) / delta), 0); floats in double like the reference's arange."""
+    t = ctx.ins[0].ctype
+    fail = f"return onnxc_fail(rt, ONNXC_ERR_RUNTIME, \"%s: {{}}\", {ds.who(ctx)});"
+    lines = [f"const {t} start = in0[0], limit = in1[0], delta = in2[0];",
+             "if (delta == 0) " + fail.format("delta must not be zero")]
+    if ctx.ins[0].dtype.is_float:
+        lines += ["double n = ceil(((double)limit - (double)start) / (double)delta);",
+                  "if (!(n > 0)) n = 0;",
+                  "if (n > 9.0e15) " + fail.format("the range has too many elements")]
+    else:
+        lines += ["const __int128 diff = (__int128)limit - (__int128)start;",
+                  "int64_t n = 0;",
+                  "if (diff != 0 && (diff > 0) == (delta > 0))",
+                  "    n = (int64_t)((diff + (__int128)delta - (delta > 0 ? 1 : -1)) / (__int128)delta);"]
+    lines += [ds.assign(ctx, ctx.outs[0].shape[0], "(int64_t)n"), "return 0;"]
+    return "\n".join(lines)
+
+
+@kernel("Range", accepts=dtype_accepts(0), shape_fn=_range_shape)
 def range_kernel(ctx: KernelCtx) -> str:
     require(ctx, 0)
     y = ctx.outs[0]
     t = y.ctype
+    if y.dtype.is_float:  # like the reference (numpy arange): start + i * delta in double
+        value = f"({t})((double)start + (double)i * (double)delta)"
+    else:
+        value = f"({t})(start + ({t})i * delta)"
     return (f"const {t} start = in0[0], delta = in2[0];\n"
             f"const int64_t n = {y.numel()};\n"
-            f"for (int64_t i = 0; i < n; i++) out0[i] = ({t})(start + ({t})i * delta);\nreturn 0;")
+            f"for (int64_t i = 0; i < n; i++) out0[i] = {value};\nreturn 0;")
 
 
-@kernel("OneHot", accepts=dtype_accepts(0, 2))
+def _onehot_shape(ctx: KernelCtx) -> str:
+    """Run-time depth (any numeric type, truncated to an integer) must be positive."""
+    axis = ctx.node.attr("axis", -1)
+    axis = axis + ctx.outs[0].rank if axis < 0 else axis
+    return "\n".join([
+        "const double v = (double)in1[0];",
+        "if (!(v >= 1 && v < 9.0e15)) return onnxc_fail(rt, ONNXC_ERR_RUNTIME, \"%s: depth must be positive, "
+        f"got %g\", {ds.who(ctx)}, v);",
+        ds.assign(ctx, ctx.outs[0].shape[axis], "(int64_t)v"), "return 0;"])
+
+
+@kernel("OneHot", accepts=dtype_accepts(0, 2), shape_fn=_onehot_shape)
 def onehot(ctx: KernelCtx) -> str:
     require(ctx, 0, 2)
     ind, y = ctx.ins[0], ctx.outs[0]

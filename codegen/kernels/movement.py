@@ -5,17 +5,65 @@ transpose loop nest (row copies when the innermost axis stays put, 32x32 tiles o
 DepthToSpace/SpaceToDepth through their 6-D view. Concat/Split copy contiguous row chunks, Expand is
 the broadcasting loop, Tile copies input rows repeatedly, Dropout (inference) copies and writes an
 all-true mask.
+
+Shape functions (data-dependent output shapes): Reshape to a shape tensor read at run time (0 and -1
+rules, allowzero), Squeeze/Unsqueeze with run-time axes, Expand/Tile/Split with run-time shape,
+repeats or split sizes.
 """
 
 from __future__ import annotations
 
 from onnxc.passes.shapes.movement import concat_axis, space_depth_perm, space_depth_view, transpose_perm
 
-from .base import KernelCtx, alias_kernel, kernel
+from . import dynshape as ds
+from .base import KernelCtx, alias_kernel, kernel, shape_function
 from .copyutil import copy, cprod, dtype_accepts, require, transpose_body
 from .loops import broadcast_loop
 
 alias_kernel("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity")
+
+
+@shape_function("Reshape")
+def reshape_shape(ctx: KernelCtx) -> str:
+    x, y = ctx.ins[0], ctx.outs[0]
+    ds.include(ctx)
+    allowzero = int(bool(ctx.attr("allowzero", 0))) if ctx.node.version >= 14 else 0
+    return "\n".join([ds.in_dims(ctx, 0, "din"), ds.read_ints(ctx, 1, y.rank, "t"), f"int64_t dout[{max(y.rank, 1)}];",
+                      ds.check(f"onnxc_reshape_dims(rt, {ds.who(ctx)}, {x.rank}, din, {y.rank}, t, {allowzero}, dout)"),
+                      ds.bind_array(ctx, 0, "dout"), "return 0;"])
+
+
+def _axes_marks(ctx: KernelCtx, rank: int, k: int) -> list[str]:
+    """C marking ``mark[a] = 1`` for each of the ``k`` run-time axes (input 1) of a rank-``rank`` tensor."""
+    return [ds.read_ints(ctx, 1, k, "ax"), f"int mark[{max(rank, 1)}] = {{0}};",
+            f"for (int j = 0; j < {k}; j++) {{",
+            f"const int a = onnxc_axis(ax[j], {rank});",
+            "if (a < 0 || mark[a]) return onnxc_fail(rt, ONNXC_ERR_RUNTIME, \"%s: axes entry %lld is out of range "
+            f"or repeated (rank {rank})\", {ds.who(ctx)}, (long long)ax[j]);",
+            "mark[a] = 1;", "}"]
+
+
+@shape_function("Squeeze")
+def squeeze_shape(ctx: KernelCtx) -> str:
+    x, y = ctx.ins[0], ctx.outs[0]
+    ds.include(ctx)
+    lines = [ds.in_dims(ctx, 0, "din"), *_axes_marks(ctx, x.rank, x.rank - y.rank),
+             f"int64_t dout[{max(y.rank, 1)}]; int o = 0;",
+             f"for (int a = 0; a < {x.rank}; a++) {{",
+             "if (!mark[a]) { dout[o++] = din[a]; continue; }",
+             "if (din[a] != 1) return onnxc_fail(rt, ONNXC_ERR_RUNTIME, \"%s: cannot squeeze axis %d of size %lld\", "
+             f"{ds.who(ctx)}, a, (long long)din[a]);", "}", "(void)o;"]
+    return "\n".join([*lines, ds.bind_array(ctx, 0, "dout"), "return 0;"])
+
+
+@shape_function("Unsqueeze")
+def unsqueeze_shape(ctx: KernelCtx) -> str:
+    x, y = ctx.ins[0], ctx.outs[0]
+    ds.include(ctx)
+    lines = [ds.in_dims(ctx, 0, "din"), *_axes_marks(ctx, y.rank, y.rank - x.rank),
+             f"int64_t dout[{y.rank}]; int i = 0;",
+             f"for (int a = 0; a < {y.rank}; a++) dout[a] = mark[a] ? 1 : din[i++];", "(void)i; (void)din;"]
+    return "\n".join([*lines, ds.bind_array(ctx, 0, "dout"), "return 0;"])
 
 
 @kernel("Transpose", accepts=dtype_accepts(0))
@@ -55,7 +103,24 @@ def concat(ctx: KernelCtx) -> str:
     return "\n".join(lines)
 
 
-@kernel("Split", accepts=dtype_accepts(0))
+def split_shape(ctx: KernelCtx) -> str:
+    """Run-time split sizes: non-negative, summing to the axis."""
+    x = ctx.ins[0]
+    axis = ctx.node.attr("axis", 0)
+    axis = axis + x.rank if axis < 0 else axis
+    n = len(ctx.outs)
+    lines = [ds.read_ints(ctx, 1, n, "sz"), "int64_t sum = 0;",
+             f"for (int k = 0; k < {n}; k++) {{",
+             "if (sz[k] < 0 || sz[k] > INT64_MAX - sum) return onnxc_fail(rt, ONNXC_ERR_RUNTIME, \"%s: split size "
+             f"%lld is invalid\", {ds.who(ctx)}, (long long)sz[k]);", "sum += sz[k];", "}",
+             f"if (sum != ({x.dims[axis]})) return onnxc_fail(rt, ONNXC_ERR_RUNTIME, \"%s: split sizes sum to %lld, "
+             f"but the axis has %lld elements\", {ds.who(ctx)}, (long long)sum, (long long)({x.dims[axis]}));"]
+    for k, y in enumerate(ctx.outs):
+        lines.append(ds.bind(ctx, k, [f"sz[{k}]" if a == axis else y.dims[a] for a in range(y.rank)]))
+    return "\n".join([*lines, "return 0;"])
+
+
+@kernel("Split", accepts=dtype_accepts(0), shape_fn=split_shape)
 def split(ctx: KernelCtx) -> str:
     require(ctx, 0)
     x = ctx.ins[0]
@@ -76,13 +141,37 @@ def split(ctx: KernelCtx) -> str:
     return "\n".join(lines)
 
 
-@kernel("Expand", accepts=dtype_accepts(0))
+def expand_shape(ctx: KernelCtx) -> str:
+    x, y = ctx.ins[0], ctx.outs[0]
+    ds.include(ctx)
+    k = ctx.ins[1].shape[0] if ctx.ins[1].rank else 1
+    return "\n".join([ds.in_dims(ctx, 0, "din"), ds.read_ints(ctx, 1, k, "s"), f"int64_t dout[{max(y.rank, 1)}];",
+                      ds.check(f"onnxc_expand_dims(rt, {ds.who(ctx)}, {x.rank}, din, {k}, s, dout)"),
+                      ds.bind_array(ctx, 0, "dout"), "return 0;"])
+
+
+@kernel("Expand", accepts=dtype_accepts(0), shape_fn=expand_shape)
 def expand(ctx: KernelCtx) -> str:
     require(ctx, 0)
     return broadcast_loop(ctx.outs[0], [ctx.ins[0]], "{0}")
 
 
-@kernel("Tile", accepts=dtype_accepts(0))
+def tile_shape(ctx: KernelCtx) -> str:
+    x = ctx.ins[0]
+    ds.include(ctx)
+    r = x.rank
+    return "\n".join([ds.in_dims(ctx, 0, "din"), ds.read_ints(ctx, 1, r, "rep"), f"int64_t dout[{max(r, 1)}];",
+                      f"for (int a = 0; a < {r}; a++) {{",
+                      "if (rep[a] < 0) return onnxc_fail(rt, ONNXC_ERR_RUNTIME, \"%s: repeats must not be negative, "
+                      f"got %lld\", {ds.who(ctx)}, (long long)rep[a]);",
+                      "if (din[a] && rep[a] > INT64_MAX / din[a]) return onnxc_fail(rt, ONNXC_ERR_RUNTIME, \"%s: "
+                      f"repeats %lld make the output too large\", {ds.who(ctx)}, (long long)rep[a]);",
+                      "dout[a] = din[a] * rep[a];", "}",
+                      ds.check(f"onnxc_check_dims(rt, {ds.who(ctx)}, \"output shape\", {r}, dout)"),
+                      ds.bind_array(ctx, 0, "dout"), "return 0;"])
+
+
+@kernel("Tile", accepts=dtype_accepts(0), shape_fn=tile_shape)
 def tile(ctx: KernelCtx) -> str:
     require(ctx, 0)
     x, y = ctx.ins[0], ctx.outs[0]

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 
 from onnxc.ir import Dim, DType, Node, TensorType, UnsupportedOpError
 from onnxc.ir.types import EMULATED_FLOATS
-from onnxc.passes.shapes.reduce import MVN_EPSILON, REDUCE_OPS, mvn_axes, reduce_axes, topk_k
+from onnxc.passes.shapes.reduce import MVN_EPSILON, REDUCE_OPS, mvn_axes, reduce_axes
+from onnxc.passes.shapes.shape_ops import RUNTIME
 
 from ..templating import c_string, render
 from .base import KernelCtx, kernel
@@ -226,7 +227,7 @@ class ReduceSpec:
 
 _REDUCE = {
     "ReduceSum": ReduceSpec("+", "{x}"),
-    "ReduceMean": ReduceSpec("+", "{x}", "{a} / ({T}){n}", "({n} ? {a} / (int64_t){n} : 0)"),
+    "ReduceMean": ReduceSpec("+", "{x}", "{a} / ({T})({n})", "(({n}) ? {a} / (int64_t)({n}) : 0)"),
     "ReduceMax": ReduceSpec("max", "{x}"),
     "ReduceMin": ReduceSpec("min", "{x}"),
     "ReduceProd": ReduceSpec("*", "{x}"),
@@ -258,6 +259,10 @@ def reduce_kernel(ctx: KernelCtx) -> str:
     x, y = ctx.ins[0], ctx.outs[0]
     dt = _require(ctx, NUMERIC | {DType.BOOL} if op in ("ReduceMax", "ReduceMin") else NUMERIC)
     axes = reduce_axes(ctx.node, x.rank)
+    if axes is RUNTIME:
+        from .reduce_dynamic import runtime_axes_body
+
+        return runtime_axes_body(ctx)
     blks = blocks(x.shape, set(axes))
     nout = ctx.dim(_prod(y.shape))
     work = _prod(x.shape)
@@ -407,7 +412,19 @@ def cum_kernel(ctx: KernelCtx) -> str:
                   inner_many=view["inner_many"])
 
 
-@kernel("TopK", accepts=_dtype_check(NUMERIC))
+def _topk_shape(ctx: KernelCtx) -> str:
+    """Run-time k: 0 <= k <= the axis size."""
+    x = ctx.ins[0]
+    axis = _axis(ctx, -1)
+    n = x.dims[axis]
+    return "\n".join([
+        "const int64_t k = (int64_t)in1[0];",
+        f"if (k < 0 || k > ({n})) return onnxc_fail(rt, ONNXC_ERR_RUNTIME, \"%s: k = %lld is out of range for an "
+        f"axis of %lld elements\", {c_string(ctx.node.describe())}, (long long)k, (long long)({n}));",
+        f"{ctx.lvalue(ctx.outs[0].shape[axis])} = k;", "return 0;"])
+
+
+@kernel("TopK", accepts=_dtype_check(NUMERIC), shape_fn=_topk_shape)
 def topk_kernel(ctx: KernelCtx) -> str:
     dt = _require(ctx, NUMERIC)
     x = ctx.ins[0]
@@ -416,7 +433,7 @@ def topk_kernel(ctx: KernelCtx) -> str:
     name = f"onnxc_topk_{dt.short}_{'max' if largest else 'min'}"
     ctx.helper(name, render("reduce.c.j2", kind="topk_helper", fname=name, T=x.ctype,
                             cmp=">" if largest else "<"))
-    k = topk_k(ctx.node)
+    k = ctx.outs[0].shape[axis]
     n = x.shape[axis]
     static_ok = isinstance(k, int) and isinstance(n, int) and k <= n
     view = oni(ctx, x.shape, axis)

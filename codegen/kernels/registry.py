@@ -13,9 +13,11 @@ from . import (  # noqa: F401
     norm,  # noqa: F401
     pool,  # noqa: F401
     reduce,
+    reduce_dynamic,
+    select,
     slice_pad,
     softmax,  # noqa: F401
 )
-from .base import KERNELS, lookup, unsupported_reason
+from .base import KERNELS, lookup, lookup_shape_fn, unsupported_reason
 
-__all__ = ["KERNELS", "lookup", "unsupported_reason"]
+__all__ = ["KERNELS", "lookup", "lookup_shape_fn", "unsupported_reason"]

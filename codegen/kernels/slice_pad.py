@@ -4,12 +4,16 @@ Both read their bounds as Dims from the same helpers the shape rules use (``slic
 ``pad_params``), so symbolic starts/pads become C expressions over the dimension variables. Slice
 copies the longest contiguous run (trailing untouched axes merge into one memcpy); Pad fills each
 output row in three parts: the leading pad, a memcpy of the input row, the trailing pad.
+
+With starts/ends/axes/steps or pads known only at run time, the shape functions below compute the
+slice/pad parameters (run-time variables the kernels read through ``ctx.dim``) and the output dims.
 """
 
 from __future__ import annotations
 
 from onnxc.passes.shapes.indexing import pad_mode, pad_params, slice_params
 
+from . import dynshape as ds
 from .base import KernelCtx, kernel
 from .copyutil import clit, copy, cprod, dtype_accepts, require
 
@@ -35,7 +39,50 @@ static inline int64_t onnxc_pad_src(int64_t i, int64_t d, int mode) {
 MODES = {"constant": 0, "reflect": 1, "edge": 2, "wrap": 3}
 
 
-@kernel("Slice", accepts=dtype_accepts(0))
+def _entries(ctx: KernelCtx, i: int) -> int:
+    op = ctx.ins[i]
+    return int(op.shape[0]) if op.rank else 1
+
+
+def _read_or(ctx: KernelCtx, i: int | None, n: int, var: str, default: str) -> str:
+    """``int64_t var[n]`` from input ``i``, or filled with ``default`` (C, may use j_) when it is absent."""
+    if i is not None and i < len(ctx.ins) and ctx.ins[i] is not None:
+        return ds.read_ints(ctx, i, n, var)
+    return f"int64_t {var}[{max(n, 1)}] = {{0}};\nfor (int j_ = 0; j_ < {n}; j_++) {var}[j_] = {default};"
+
+
+def _axis_loop(ctx: KernelCtx, r: int, n: int) -> list[str]:
+    """Open ``for (j < n)`` with ``a`` = the j-th axis (ax[j]) checked against rank ``r`` and repeats."""
+    return [f"int mark[{max(r, 1)}] = {{0}};", f"for (int j = 0; j < {n}; j++) {{",
+            f"const int a = onnxc_axis(ax[j], {r});",
+            "if (a < 0 || mark[a]) return onnxc_fail(rt, ONNXC_ERR_RUNTIME, \"%s: axes entry %lld is out of range "
+            f"or repeated (rank {r})\", {ds.who(ctx)}, (long long)ax[j]);", "mark[a] = 1;"]
+
+
+def slice_shape(ctx: KernelCtx) -> str:
+    """Numpy clamping of run-time starts/ends/steps: first index, step and count per sliced axis."""
+    x = ctx.ins[0]
+    r, n = x.rank, _entries(ctx, 1)
+    ds.include(ctx)
+    lines = [ds.in_dims(ctx, 0, "din"), ds.read_ints(ctx, 1, n, "s"), ds.read_ints(ctx, 2, n, "e"),
+             _read_or(ctx, 3, n, "ax", "j_"), _read_or(ctx, 4, n, "k", "1"),
+             f"int64_t st[{max(r, 1)}], sp[{max(r, 1)}], cnt[{max(r, 1)}];",
+             f"for (int a = 0; a < {r}; a++) {{ st[a] = 0; sp[a] = 1; cnt[a] = din[a]; }}",
+             *_axis_loop(ctx, r, n),
+             f"if (k[j] == 0) return onnxc_fail(rt, ONNXC_ERR_RUNTIME, \"%s: steps must not be 0\", {ds.who(ctx)});",
+             "onnxc_slice_axis(din[a], s[j], e[j], k[j], &st[a], &cnt[a]);", "sp[a] = k[j];", "}"]
+    for a, (first, step, _count) in enumerate(slice_params(ctx.node, x.shape)):
+        for d, var in ((first, "st"), (step, "sp")):
+            if ctx.lvalue(d) is not None:
+                lines.append(ds.assign(ctx, d, f"{var}[{a}]"))
+            elif d != (0 if var == "st" else 1):  # a compile-time parameter: must agree
+                lines.append(f"if ({var}[{a}] != ({ctx.dim(d)})) return onnxc_fail(rt, ONNXC_ERR_RUNTIME, "
+                             f"\"%s: unexpected slice parameter on axis {a}\", {ds.who(ctx)});")
+    lines += [ds.bind(ctx, 0, [f"cnt[{a}]" for a in range(r)]), "return 0;"]
+    return "\n".join(lines)
+
+
+@kernel("Slice", accepts=dtype_accepts(0), shape_fn=slice_shape)
 def slice_kernel(ctx: KernelCtx) -> str:
     require(ctx, 0)
     x, y = ctx.ins[0], ctx.outs[0]
@@ -52,8 +99,9 @@ def slice_kernel(ctx: KernelCtx) -> str:
     lines += [f"const int64_t blk = {block};", "int64_t o = 0;"]
     for a in range(j):
         lines.append(f"for (int64_t i{a} = 0; i{a} < {y.dims[a]}; i{a}++) {{")
-    base = " + ".join([f"(st{a} + i{a} * {params[a][1]}) * ({xs[a]})" for a in range(j)] or ["0"])
-    step, size = params[j][1], y.dims[j]
+    steps = [f"({ctx.dim(p[1])})" if not isinstance(p[1], int) else p[1] for p in params]  # run-time or static
+    base = " + ".join([f"(st{a} + i{a} * {steps[a]}) * ({xs[a]})" for a in range(j)] or ["0"])
+    step, size = steps[j], y.dims[j]
     if step == 1:
         n = cprod([size, block])
         lines.append(copy("out0 + o", f"in0 + {base} + st{j} * ({xs[j]})", n, x.ctype))
@@ -77,7 +125,32 @@ def _pad_value(ctx: KernelCtx) -> str:
     return clit(0, y.dtype)
 
 
-@kernel("Pad", accepts=dtype_accepts(0))
+def pad_shape(ctx: KernelCtx) -> str:
+    """Run-time pads (and axes): the pad before each axis and the output dims (>= 0)."""
+    x = ctx.ins[0]
+    r, k = x.rank, _entries(ctx, 1)
+    m = k // 2
+    ds.include(ctx)
+    big = "INT64_MAX / 4"
+    lines = [ds.in_dims(ctx, 0, "din"), ds.read_ints(ctx, 1, k, "p"),
+             _read_or(ctx, 3 if ctx.node.version >= 18 else None, m, "ax", "j_"),
+             f"int64_t pb[{max(r, 1)}] = {{0}}, pe[{max(r, 1)}] = {{0}}, dout[{max(r, 1)}];",
+             *_axis_loop(ctx, r, m),
+             f"if (p[j] < -{big} || p[j] > {big} || p[{m} + j] < -{big} || p[{m} + j] > {big}) return onnxc_fail(rt, "
+             f"ONNXC_ERR_RUNTIME, \"%s: pads %lld, %lld are out of range\", {ds.who(ctx)}, (long long)p[j], "
+             f"(long long)p[{m} + j]);",
+             f"pb[a] = p[j]; pe[a] = p[{m} + j];", "}",
+             f"for (int a = 0; a < {r}; a++) {{", "dout[a] = din[a] + pb[a] + pe[a];",
+             "if (dout[a] < 0) return onnxc_fail(rt, ONNXC_ERR_RUNTIME, \"%s: pads %lld, %lld crop axis %d of size "
+             f"%lld below zero\", {ds.who(ctx)}, (long long)pb[a], (long long)pe[a], a, (long long)din[a]);", "}"]
+    for a, (b, _e) in enumerate(pad_params(ctx.node, x.shape)):
+        if ctx.lvalue(b) is not None:
+            lines.append(ds.assign(ctx, b, f"pb[{a}]"))
+    lines += [ds.bind_array(ctx, 0, "dout"), "return 0;"]
+    return "\n".join(lines)
+
+
+@kernel("Pad", accepts=dtype_accepts(0), shape_fn=pad_shape)
 def pad(ctx: KernelCtx) -> str:
     require(ctx, 0)
     x, y = ctx.ins[0], ctx.outs[0]

@@ -10,5 +10,6 @@ from . import (  # noqa: F401
     norm,  # noqa: F401
     pool,  # noqa: F401
     reduce,
+    select,
     shape_ops,
 )

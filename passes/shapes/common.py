@@ -1,11 +1,11 @@
-"""Shared helpers for shape rules: broadcasting, axis normalization, typed errors."""
+"""Shared helpers for shape rules: broadcasting, axis normalization, typed errors, run-time dims."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from onnxc.ir import Dim, DType, Node, ShapeError, TensorType, Value
-from onnxc.ir.dims import as_dim
+from onnxc.ir.dims import as_dim, free_symbols, sym
 
 
 def fail(node: Node, msg: str) -> ShapeError:
@@ -85,3 +85,39 @@ def sym_ints(v: Value | None) -> list[Dim] | None:
 def same(node: Node, i: int = 0, dtype: DType | None = None) -> TensorType:
     t = tensor_type(node, i)
     return TensorType(dtype or t.dtype, t.shape)
+
+
+# -- data-dependent dims ------------------------------------------------------------------------------
+
+def runtime_dim(node: Node, out_index: int, axis: int) -> Dim:
+    """A new dimension variable for ``axis`` of output ``out_index`` whose value only the input *data*
+    determines (NonZero's count, Reshape to a run-time shape, ...).
+
+    The variable is recorded in ``node.defines_dims``; the node's C shape function computes it (>= 0)
+    at run time before the kernel runs. The name (``"<output>[<axis>]"``) is deterministic, so asking
+    again (re-inference, the kernel's lowering) returns the same variable.
+    """
+    return _define(node, f"{node.outputs[out_index].name}[{axis}]")
+
+
+def runtime_sym(node: Node, label: str) -> Dim:
+    """An auxiliary run-time integer of ``node`` (a slice start or step, a pad), computed by its shape
+    function. It may be negative, so it must only appear in kernels (``ctx.dim``), never in a shape:
+    shape reasoning assumes dimension variables are >= 0."""
+    return _define(node, f"{node.outputs[0].name}.{label}")
+
+
+def _define(node: Node, base: str) -> Dim:
+    g = node.graph
+    while g is not None and g.parent is not None:
+        g = g.parent
+    taken: set[str] = set()
+    for v in g.inputs if g is not None else ():
+        for d in getattr(v.type, "shape", None) or ():
+            taken |= free_symbols(d)
+    name = base
+    while name in taken:  # a model's own dim names win; ours get a prime
+        name += "'"
+    if name not in node.defines_dims:
+        node.defines_dims.append(name)
+    return sym(name)

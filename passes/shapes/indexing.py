@@ -2,7 +2,9 @@
 GatherElements, GatherND, ScatterND, ScatterElements (and the old Scatter), OneHot, Trilu, EyeLike.
 
 Slice and Pad bounds may be symbolic (from shape tensors); :func:`slice_params` and
-:func:`pad_params` compute them once, as Dims, for the shape rule and the C kernel alike. Slice
+:func:`pad_params` compute them once, as Dims, for the shape rule and the C kernel alike. Bounds known
+only at run time become run-time variables (``runtime_sym``: starts, steps, pads) and run-time output
+dims, computed by the ops' shape functions. Slice
 follows numpy's clamping (what the ONNX reference evaluator does). Gather on a small int tensor with a
 known symbolic value (a shape) yields the selected Dims, so ``Shape -> Gather`` chains stay symbolic.
 """
@@ -14,9 +16,19 @@ import numpy as np
 from onnxc.ir import Dim, DType, Node, TensorType, UnsupportedOpError
 from onnxc.ir.dims import as_dim, ceildiv, dmax, dmin
 
-from .common import fail, norm_axis, shape_of, sym_ints, tensor_type
+from .common import fail, norm_axis, runtime_dim, runtime_sym, shape_of, sym_ints, tensor_type
 from .registry import fold_rule, shape_rule
-from .shape_ops import BIG, MAX_SYM, clamp0, is_nonneg, scalar_input, set_sym, shape_input
+from .shape_ops import (
+    BIG,
+    MAX_SYM,
+    RUNTIME,
+    clamp0,
+    is_nonneg,
+    scalar_input,
+    set_sym,
+    shape_input,
+    static_length,
+)
 
 
 def _unsupported(node: Node, why: str) -> UnsupportedOpError:
@@ -49,7 +61,10 @@ def _slice_bound(node: Node, v: Dim, d: Dim, step: int) -> Dim:
     """Python/numpy clamping of one slice bound against an axis of size ``d``."""
     if not isinstance(v, int):
         if not is_nonneg(v):
-            raise _unsupported(node, f"slice bound {v} has a sign unknown at compile time")
+            # e.g. ends = S - 1 or K - Q: the sign is known at run time only. Exactly what the kernel
+            # does: add d when negative (max(min(v, 0), -1) is -1 then, else 0), then clamp.
+            v = as_dim(v) - as_dim(d) * dmax(dmin(v, 0), -1)
+            return dmin(dmax(v, 0 if step > 0 else -1), d if step > 0 else as_dim(d) - 1)
         return _min(v, d) if step > 0 else _min(v, as_dim(d) - 1)
     if v >= BIG:
         return d if step > 0 else as_dim(d) - 1
@@ -68,10 +83,12 @@ def slice_params(node: Node, dims: tuple) -> list[tuple[Dim, int, Dim]]:
         if starts is None or ends is None:
             raise fail(node, "attributes 'starts' and 'ends' are required")
     else:
-        starts = shape_input(node, 1, "starts")
-        ends = shape_input(node, 2, "ends")
-        axes = _static_ints(node, shape_input(node, 3, "axes"), "axes")
-        steps = _static_ints(node, shape_input(node, 4, "steps"), "steps")
+        raw = [shape_input(node, i, what, dynamic=True) for i, what in enumerate(SLICE_INPUTS) if i]
+        if any(v is RUNTIME for v in raw):
+            return _slice_runtime(node, dims)
+        starts, ends = raw[0], raw[1]
+        axes = _static_ints(node, raw[2], "axes")
+        steps = _static_ints(node, raw[3], "steps")
         if starts is None or ends is None:
             raise fail(node, "inputs 'starts' and 'ends' are required")
     n = len(starts)
@@ -93,6 +110,38 @@ def slice_params(node: Node, dims: tuple) -> list[tuple[Dim, int, Dim]]:
         s, e = _slice_bound(node, s, d, k), _slice_bound(node, e, d, k)
         size = ceildiv(as_dim(e) - s, k) if k > 0 else ceildiv(as_dim(s) - e, -k)
         out[a] = (s, k, max(size, 0) if isinstance(size, int) else clamp0(size))
+    return out
+
+
+SLICE_INPUTS = ("data", "starts", "ends", "axes", "steps")
+
+
+def _slice_runtime(node: Node, dims: tuple) -> list[tuple[Dim, Dim, Dim]]:
+    """Slice params when starts/ends/axes/steps are read at run time: each sliced axis (every axis when
+    the axes are run-time too) gets a run-time first index, step and count."""
+    if node.input(1) is None or node.input(2) is None:
+        raise fail(node, "inputs 'starts' and 'ends' are required")
+    n = static_length(node, 1, "starts")
+    for i in range(2, 5):
+        if node.input(i) is not None and static_length(node, i, SLICE_INPUTS[i]) != n:
+            raise fail(node, f"starts and {SLICE_INPUTS[i]} differ in length")
+    r = len(dims)
+    axes = shape_input(node, 3, "axes", dynamic=True)
+    if axes is RUNTIME:
+        sliced = list(range(r))
+    else:
+        axes = _static_ints(node, axes, "axes")
+        sliced = [norm_axis(node, a, r, "axes") for a in axes] if axes else list(range(n))
+        if len(set(sliced)) != len(sliced) or len(sliced) != n:
+            raise fail(node, f"axes {axes} repeat an axis or do not match starts ({n})")
+    steps = shape_input(node, 4, "steps", dynamic=True)
+    static_steps = None if steps is RUNTIME or axes is RUNTIME else _static_ints(node, steps, "steps")
+    out: list[tuple[Dim, Dim, Dim]] = [(0, 1, d) for d in dims]
+    for j, a in enumerate(sliced):
+        step: Dim = static_steps[j] if static_steps else 1 if steps is None else runtime_sym(node, f"step{a}")
+        if step == 0:
+            raise fail(node, "steps must not be 0")
+        out[a] = (runtime_sym(node, f"start{a}"), step, runtime_dim(node, 0, a))
     return out
 
 
@@ -122,8 +171,11 @@ def _fold_slice(node: Node, xs: list) -> list:
 PAD_MODES = ("constant", "reflect", "edge", "wrap")
 
 
-def pad_params(node: Node, dims: tuple) -> list[tuple[Dim, Dim]]:
-    """(pad before, pad after) per input axis, as Dims (negative pads crop)."""
+def pad_params(node: Node, dims: tuple) -> list[tuple[Dim, Dim | None]]:
+    """(pad before, pad after) per input axis, as Dims (negative pads crop).
+
+    With pads or axes known only at run time, a padded axis gets (a run-time variable, None): the
+    shape function computes the pad before and the output dim (``runtime_dim``)."""
     r = len(dims)
     if node.version < 11:
         pads = node.attr("paddings" if node.version < 2 else "pads")
@@ -131,16 +183,36 @@ def pad_params(node: Node, dims: tuple) -> list[tuple[Dim, Dim]]:
             raise fail(node, "attribute 'pads' is required")
         axes = None
     else:
-        pads = shape_input(node, 1, "pads")
+        pads = shape_input(node, 1, "pads", dynamic=True)
         if pads is None:
             raise fail(node, "input 'pads' is required")
-        axes = _static_ints(node, shape_input(node, 3, "axes"), "axes") if node.version >= 18 else None
+        axes = shape_input(node, 3, "axes", dynamic=True) if node.version >= 18 else None
+        if pads is RUNTIME or axes is RUNTIME:
+            return _pad_runtime(node, r, axes)
+        axes = _static_ints(node, axes, "axes")
     axes = list(range(r)) if axes is None else [norm_axis(node, a, r, "axes") for a in axes]
     if len(pads) != 2 * len(axes):
         raise fail(node, f"pads {list(pads)} must have 2 entries per padded axis ({len(axes)} axes)")
     out: list[tuple[Dim, Dim]] = [(0, 0)] * r
     for i, a in enumerate(axes):
         out[a] = (as_dim(pads[i]), as_dim(pads[len(axes) + i]))
+    return out
+
+
+def _pad_runtime(node: Node, r: int, axes) -> list[tuple[Dim, Dim | None]]:
+    k = static_length(node, 1, "pads")
+    if axes is RUNTIME:
+        padded = list(range(r))
+        if k != 2 * static_length(node, 3, "axes"):
+            raise fail(node, "pads must have 2 entries per padded axis")
+    else:
+        axes = _static_ints(node, axes, "axes")
+        padded = list(range(r)) if axes is None else [norm_axis(node, a, r, "axes") for a in axes]
+        if k != 2 * len(padded) or len(set(padded)) != len(padded):
+            raise fail(node, f"pads ({k} entries) must have 2 entries per padded axis {padded}")
+    out: list[tuple[Dim, Dim | None]] = [(0, 0)] * r
+    for a in padded:
+        out[a] = (runtime_sym(node, f"pad{a}"), None)
     return out
 
 
@@ -157,7 +229,10 @@ def _pad(node: Node) -> list:
     dims = shape_of(node, 0)
     pad_mode(node)
     out = []
-    for d, (b, e) in zip(dims, pad_params(node, dims)):
+    for a, (d, (b, e)) in enumerate(zip(dims, pad_params(node, dims))):
+        if e is None:
+            out.append(runtime_dim(node, 0, a))
+            continue
         n = as_dim(d) + b + e
         if isinstance(n, int) and n < 0:
             raise fail(node, f"pads crop axis of size {d} below zero")
@@ -377,14 +452,18 @@ def _fold_scatter(node: Node, xs: list) -> list | None:
 
 # -- OneHot, Trilu, EyeLike -----------------------------------------------------------------------
 
-def onehot_depth(node: Node) -> Dim:
+def onehot_depth(node: Node):
+    """Depth of OneHot as a Dim, or RUNTIME when it is read at run time (a float depth is truncated)."""
     v = node.input(1)
-    if v is not None and v.const is not None and np.asarray(v.const).dtype.kind == "f":
-        return int(np.asarray(v.const).reshape(-1)[0])
-    d = scalar_input(node, 1, "depth")
-    if d is None:
+    if v is None:
         raise fail(node, "input 'depth' is required")
-    return d
+    if v.const is not None and np.asarray(v.const).dtype.kind == "f":
+        return int(np.asarray(v.const).reshape(-1)[0])
+    if sym_ints(v) is None:
+        if static_length(node, 1, "depth") != 1:
+            raise fail(node, "depth must have exactly one element")
+        return RUNTIME
+    return scalar_input(node, 1, "depth")
 
 
 @shape_rule("OneHot")
@@ -399,6 +478,8 @@ def _onehot(node: Node) -> list:
     if not -r <= axis < r:
         raise fail(node, f"axis {axis} is out of range for output rank {r}")
     axis = axis + r if axis < 0 else axis
+    if depth is RUNTIME:
+        depth = runtime_dim(node, 0, axis)
     return [TensorType(vt.dtype, tuple(dims[:axis]) + (depth,) + tuple(dims[axis:]))]
 
 

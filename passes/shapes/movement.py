@@ -8,14 +8,16 @@ Fold rules take output shapes from the types the shape rule just computed.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
-from onnxc.ir import Dim, DType, Node, TensorType, UnsupportedOpError
+from onnxc.ir import Dim, DType, Node, ShapeError, TensorType, UnsupportedOpError
 from onnxc.ir.dims import as_dim, ceildiv, floordiv
 
-from .common import broadcast_dims, fail, norm_axis, shape_of, sym_ints, tensor_type
+from .common import broadcast_dims, fail, norm_axis, runtime_dim, shape_of, sym_ints, tensor_type
 from .registry import fold_rule, shape_rule
-from .shape_ops import MAX_SYM, set_sym, shape_input
+from .shape_ops import MAX_SYM, RUNTIME, runtime_shape, set_sym, shape_input, static_length
 
 
 def _numel(dims) -> Dim:
@@ -84,13 +86,56 @@ def _reshape(node: Node) -> list:
         target = node.attr("shape")
         if target is None:
             raise fail(node, "attribute 'shape' is required")
-    else:
-        target = shape_input(node, 1, "the target shape")
-        if target is None:
-            raise fail(node, "input 1 (shape) is required")
     allowzero = bool(node.attr("allowzero", 0)) if node.version >= 14 else False
     _pass_sym(node)
+    if node.version >= 5:
+        vals = sym_ints(node.input(1))
+        if vals is not None and node.input(1).const is None:
+            out = reshape_dims(node, shape_of(node, 0), vals, allowzero)
+            if _rewire_const(node, 1, _reshape_const_target(node, out, allowzero),
+                             lambda c: reshape_dims(node, shape_of(node, 0), c, allowzero) == out):
+                return [TensorType(t.dtype, out)]
+        target = shape_input(node, 1, "the target shape", dynamic=True)
+        if target is None:
+            raise fail(node, "input 1 (shape) is required")
+        if target is RUNTIME:  # every output dim is computed by the shape function
+            return [TensorType(t.dtype, runtime_shape(node, 0, static_length(node, 1, "the target shape")))]
     return [TensorType(t.dtype, reshape_dims(node, shape_of(node, 0), list(target), allowzero))]
+
+
+def _reshape_const_target(node: Node, out: tuple, allowzero: bool) -> list[int] | None:
+    """A constant shape Reshape maps to the same symbolic ``out``: 0 copies an input dim, -1 takes one
+    remaining symbolic dim. None when ``out`` needs more than that (two new symbolic dims)."""
+    in_shape = shape_of(node, 0)
+    cand: list[int] = []
+    free = False
+    for k, d in enumerate(out):
+        if isinstance(d, int) and (d != 0 or allowzero):
+            cand.append(d)
+        elif not allowzero and k < len(in_shape) and in_shape[k] == d:
+            cand.append(0)
+        elif not free:
+            free = True
+            cand.append(-1)
+        else:
+            return None
+    return cand
+
+
+def _rewire_const(node: Node, i: int, cand: list[int] | None, same: Callable[[list[int]], bool]) -> bool:
+    """Replace shape input ``i`` (known only symbolically) by the constant ``cand`` when ``same(cand)``
+    confirms it gives the node the same output shape: views then need no run-time shape tensor, and
+    the Shape -> Gather -> Concat chain that computed it becomes dead."""
+    g, v = node.graph, node.input(i)
+    if cand is None or g is None:
+        return False
+    try:
+        if not same(cand):
+            return False
+    except ShapeError:
+        return False
+    node.set_input(i, g.constant(np.array(cand, dtype=np.int64), g.fresh_name(v.name + "_const")))
+    return True
 
 
 @fold_rule("Reshape", "Flatten", "Squeeze", "Unsqueeze")
@@ -118,9 +163,9 @@ def _axes(node: Node, what: str) -> list[int] | None:
     """The ``axes`` of Squeeze/Unsqueeze: attribute before opset 13, input 1 from 13 on."""
     if node.version < 13:
         return node.attr("axes")
-    vals = shape_input(node, 1, what)
-    if vals is None:
-        return None
+    vals = shape_input(node, 1, what, dynamic=True)
+    if vals is None or vals is RUNTIME:
+        return vals
     if not all(isinstance(a, int) for a in vals):
         raise _unsupported(node, f"{what} must be constant, got {vals}")
     return [int(a) for a in vals]
@@ -131,6 +176,12 @@ def _squeeze(node: Node) -> list:
     t = tensor_type(node, 0)
     dims = shape_of(node, 0)
     axes = _axes(node, "axes")
+    if axes is RUNTIME:  # which axes go is known at run time: the shape function computes every dim
+        k = static_length(node, 1, "axes")
+        if k > len(dims):
+            raise fail(node, f"{k} axes to squeeze but the input has rank {len(dims)}")
+        _pass_sym(node)
+        return [TensorType(t.dtype, runtime_shape(node, 0, len(dims) - k))]
     if axes is None:
         if not all(isinstance(d, int) for d in dims):
             raise _unsupported(node, f"without axes, the output rank depends on which of the symbolic dims "
@@ -155,6 +206,9 @@ def _unsqueeze(node: Node) -> list:
     axes = _axes(node, "axes")
     if axes is None:
         raise fail(node, "axes are required")
+    if axes is RUNTIME:
+        _pass_sym(node)
+        return [TensorType(t.dtype, runtime_shape(node, 0, len(dims) + static_length(node, 1, "axes")))]
     r = len(dims) + len(axes)
     norm = {norm_axis(node, a, r, "axes") for a in axes}
     if len(norm) != len(axes):
@@ -289,14 +343,19 @@ def _fold_concat(node: Node, xs: list) -> list:
     return [np.concatenate(xs, axis=concat_axis(node, xs[0].ndim))]
 
 
-def split_sizes(node: Node, dim: Dim) -> list[Dim]:
-    """Sizes of Split's outputs along the axis, from the split attribute/input or an even split."""
+def split_sizes(node: Node, dim: Dim, axis: int = 0) -> list[Dim]:
+    """Sizes of Split's outputs along ``axis`` (of ``dim`` elements), from the split attribute/input or
+    an even split; run-time dims when the split input is known only at run time."""
     n = len(node.outputs)
     split = None
     if node.version < 13 and node.has_attr("split"):
         split = [int(s) for s in node.attr("split")]
     elif (node.version >= 13 or node.version == 1) and node.input(1) is not None:
-        split = shape_input(node, 1, "split")
+        split = shape_input(node, 1, "split", dynamic=True)
+    if split is RUNTIME:  # sizes known at run time: each output's axis dim is computed by the shape function
+        if static_length(node, 1, "split") != n:
+            raise fail(node, f"split has {static_length(node, 1, 'split')} entries for {n} outputs")
+        return [runtime_dim(node, k, axis) for k in range(n)]
     if split is not None:
         if len(split) != n:
             raise fail(node, f"split {split} has {len(split)} entries for {n} outputs")
@@ -321,7 +380,7 @@ def _split(node: Node) -> list:
     t = tensor_type(node, 0)
     dims = shape_of(node, 0)
     axis = norm_axis(node, node.attr("axis", 0), len(dims))
-    sizes = split_sizes(node, dims[axis])
+    sizes = split_sizes(node, dims[axis], axis)
     for s in sizes:
         if isinstance(s, int) and s < 0:
             raise fail(node, f"split sizes {sizes} must not be negative")
@@ -349,13 +408,50 @@ def _fold_split(node: Node, xs: list) -> list:
 @shape_rule("Expand")
 def _expand(node: Node) -> list:
     t = tensor_type(node, 0)
-    shape = shape_input(node, 1, "the target shape")
+    vals = sym_ints(node.input(1))
+    if vals is not None and node.input(1).const is None:
+        in_shape = shape_of(node, 0)
+        out = broadcast_dims(node, [in_shape, tuple(vals)])
+        if _rewire_const(node, 1, _expand_const_target(in_shape, out),
+                         lambda c: broadcast_dims(node, [in_shape, tuple(c)]) == out):
+            return [TensorType(t.dtype, out)]
+    shape = shape_input(node, 1, "the target shape", dynamic=True)
     if shape is None:
         raise fail(node, "input 1 (shape) is required")
+    if shape is RUNTIME:
+        return [TensorType(t.dtype, _expand_runtime(node, shape_of(node, 0), static_length(node, 1, "the shape")))]
     for d in shape:
         if isinstance(d, int) and d < 0:
             raise fail(node, f"shape {shape} has a negative dimension")
     return [TensorType(t.dtype, broadcast_dims(node, [shape_of(node, 0), tuple(shape)]))]
+
+
+def _expand_runtime(node: Node, in_shape: tuple, k: int) -> tuple:
+    """Expand to a shape of ``k`` entries read at run time: an axis the shape does not reach keeps the
+    input dim, so does an axis whose input dim is static and not 1 (the shape function checks the
+    entry is 1 or equal); every other axis is computed at run time."""
+    r = max(len(in_shape), k)
+    out: list[Dim] = []
+    for a in range(r):
+        i = a - (r - len(in_shape))
+        d = in_shape[i] if i >= 0 else 1
+        out.append(d if a < r - k or (isinstance(d, int) and d != 1) else runtime_dim(node, 0, a))
+    return tuple(out)
+
+
+def _expand_const_target(in_shape: tuple, out: tuple) -> list[int] | None:
+    """A constant shape Expand broadcasts ``in_shape`` with to ``out``: 1 where the input already has
+    the output dim, the dim itself where it is static; None when a new symbolic dim is needed."""
+    cand = []
+    lead = len(out) - len(in_shape)
+    for k, d in enumerate(out):
+        if k >= lead and in_shape[k - lead] == d:
+            cand.append(1)
+        elif isinstance(d, int):
+            cand.append(d)
+        else:
+            return None
+    return cand
 
 
 @fold_rule("Expand")
@@ -373,7 +469,11 @@ def tile_repeats(node: Node, rank: int) -> list[Dim]:
         reps: list[Dim] = [1] * rank
         reps[norm_axis(node, axis[0], rank)] = tiles[0]
         return reps
-    reps = shape_input(node, 1, "repeats")
+    reps = shape_input(node, 1, "repeats", dynamic=True)
+    if reps is RUNTIME:
+        if static_length(node, 1, "repeats") != rank:
+            raise fail(node, f"repeats must have one entry per input axis ({rank})")
+        return reps
     if reps is None or len(reps) != rank:
         raise fail(node, f"repeats must have one entry per input axis ({rank}), got {reps}")
     for r in reps:
@@ -387,6 +487,8 @@ def _tile(node: Node) -> list:
     t = tensor_type(node, 0)
     dims = shape_of(node, 0)
     reps = tile_repeats(node, len(dims))
+    if reps is RUNTIME:
+        return [TensorType(t.dtype, tuple(0 if d == 0 else runtime_dim(node, 0, a) for a, d in enumerate(dims)))]
     return [TensorType(t.dtype, tuple(as_dim(d) * r for d, r in zip(dims, reps)))]
 
 

@@ -17,9 +17,9 @@ import numpy as np
 from onnxc.ir import Dim, DType, Node, TensorType
 from onnxc.ir.types import EMULATED_FLOATS
 
-from .common import const_ints, fail, norm_axis, shape_of, tensor_type
+from .common import const_ints, fail, norm_axis, runtime_dim, shape_of, sym_ints, tensor_type
 from .registry import fold_rule, shape_rule
-from .shape_ops import scalar_input, shape_input
+from .shape_ops import RUNTIME, scalar_input, shape_input, static_length
 
 REDUCE_OPS = ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
               "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare")
@@ -30,10 +30,17 @@ def axes_from_input(node: Node) -> bool:
     return node.version >= (13 if node.op_type == "ReduceSum" else 18)
 
 
-def reduce_axes(node: Node, rank: int) -> tuple[int, ...]:
-    """The sorted, non-negative axes a Reduce* node reduces; ``()`` means reduce nothing (a no-op)."""
+def reduce_axes(node: Node, rank: int):
+    """The sorted, non-negative axes a Reduce* node reduces; ``()`` means reduce nothing (a no-op).
+
+    RUNTIME when the axes input is known only at run time (and not empty): the shape function and a
+    generic kernel read it then."""
     if axes_from_input(node):
-        vals = shape_input(node, 1, "axes")
+        vals = shape_input(node, 1, "axes", dynamic=True)
+        if vals is RUNTIME:
+            if static_length(node, 1, "axes"):
+                return RUNTIME
+            vals = []
         if vals is not None and not all(isinstance(a, int) for a in vals):
             raise fail(node, f"axes must be constant integers, got {vals}")
         raw = vals or []
@@ -71,7 +78,15 @@ def _reduce(node: Node) -> list:
     shape = shape_of(node, 0)
     _float_only(node, t.dtype)
     axes = reduce_axes(node, len(shape))
-    return [TensorType(t.dtype, reduced_shape(shape, axes, bool(node.attr("keepdims", 1))))]
+    keep = bool(node.attr("keepdims", 1))
+    if axes is RUNTIME:  # which axes are reduced is known at run time; the rank is not in doubt
+        k = static_length(node, 1, "axes")
+        if k > len(shape):
+            raise fail(node, f"{k} axes to reduce but the input has rank {len(shape)}")
+        if keep:
+            return [TensorType(t.dtype, tuple(1 if d == 1 else runtime_dim(node, 0, a) for a, d in enumerate(shape)))]
+        return [TensorType(t.dtype, tuple(runtime_dim(node, 0, a) for a in range(len(shape) - k)))]
+    return [TensorType(t.dtype, reduced_shape(shape, axes, keep))]
 
 
 # -- numpy semantics of Reduce* ---------------------------------------------------------------------
@@ -216,13 +231,18 @@ def _fold_cum(node: Node, xs: list) -> list | None:
 
 # -- TopK -------------------------------------------------------------------------------------------
 
-def topk_k(node: Node) -> Dim:
-    """k of a TopK node: the attribute (opset 1) or the constant / symbolic value of input 1."""
+def topk_k(node: Node, axis: int) -> Dim:
+    """k of a TopK node: the attribute (opset 1), the constant / symbolic value of input 1, or a run-time
+    dim (the output's ``axis``) computed by the shape function when k is known only at run time."""
     if node.version < 10:
         k = node.attr("k")
         if k is None:
             raise fail(node, "attribute k is required")
         return int(k)
+    if node.input(1) is not None and sym_ints(node.input(1)) is None:
+        if static_length(node, 1, "k") != 1:
+            raise fail(node, "k must have exactly one element")
+        return runtime_dim(node, 0, axis)
     return scalar_input(node, 1, "k")
 
 
@@ -232,7 +252,7 @@ def _topk(node: Node) -> list:
     if not shape:
         raise fail(node, "input must have rank >= 1")
     axis = norm_axis(node, int(node.attr("axis", -1)), len(shape))
-    k = topk_k(node)
+    k = topk_k(node, axis)
     if isinstance(k, int):
         if k < 0:
             raise fail(node, f"k must be >= 0, got {k}")

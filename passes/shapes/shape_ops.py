@@ -10,7 +10,9 @@ An op that reads a shape tensor (Reshape's shape, Expand's shape, Slice's starts
 rewired to an ``onnxc::SymValue`` node that writes those Dims directly (from the bound dimension
 variables), so the Shape/Gather/Concat chain that computed it becomes dead code. A fully static value
 is rewired to a constant. A shape tensor whose values are only known at run time makes the output
-shape data-dependent: :func:`shape_input` raises UnsupportedOpError naming the node.
+shape data-dependent: :func:`shape_input` with ``dynamic=True`` then returns :data:`RUNTIME` and the
+rule gives the output new run-time dimension variables (``common.runtime_dim``) that the node's C
+shape function computes; the rank must still follow from static shapes (:func:`static_length`).
 """
 
 from __future__ import annotations
@@ -20,9 +22,9 @@ import math
 import numpy as np
 
 from onnxc.ir import Attr, Dim, DType, Node, TensorType, UnsupportedOpError, Value, dtype_from_numpy
-from onnxc.ir.dims import Fn, Sym, as_dim, ceildiv, dmax
+from onnxc.ir.dims import Fn, Sym, as_dim, ceildiv, dmax, free_symbols
 
-from .common import fail, shape_of, sym_ints, tensor_type
+from .common import fail, runtime_dim, shape_of, sym_ints, tensor_type
 from .registry import fold_rule, shape_rule
 
 MAX_SYM = 64  # longest int tensor whose elements are tracked as Dims
@@ -62,16 +64,29 @@ def clamp0(d: Dim) -> Dim:
     return d if is_nonneg(d) else dmax(d, 0)
 
 
-def shape_input(node: Node, i: int, what: str) -> list[Dim] | None:
+class _Runtime:
+    """Sentinel: the values of a shape-like input exist only at run time."""
+
+    def __repr__(self) -> str:
+        return "RUNTIME"
+
+
+RUNTIME = _Runtime()
+
+
+def shape_input(node: Node, i: int, what: str, dynamic: bool = False):
     """Elements of the shape tensor at input ``i`` as Dims (None when the input is absent).
 
     Rewires the input to a constant or an ``onnxc::SymValue`` node when it is computed by other
-    nodes, so those become dead. Raises UnsupportedOpError when the values are data-dependent.
+    nodes, so those become dead. When the values are data-dependent: :data:`RUNTIME` if ``dynamic``
+    (the caller's op has a shape function), else UnsupportedOpError.
     """
     v = node.input(i)
     if v is None:
         return None
     vals = sym_ints(v)
+    if vals is None and dynamic:
+        return RUNTIME
     if vals is None:
         raise UnsupportedOpError(
             f"{node.describe()}: {what} (input {i}, {v.name!r}) must be computable at compile time; its "
@@ -80,6 +95,23 @@ def shape_input(node: Node, i: int, what: str) -> list[Dim] | None:
     if v.const is None:
         _materialize(node, i, v, vals)
     return vals
+
+
+def static_length(node: Node, i: int, what: str) -> int:
+    """Element count of the 1-D (or scalar) input ``i`` when its shape is static: the output rank of ops
+    whose shape input is read at run time. UnsupportedOpError when even that is unknown."""
+    t = tensor_type(node, i)
+    if t.shape is None or len(t.shape) > 1 or not all(isinstance(d, int) for d in t.shape):
+        raise UnsupportedOpError(
+            f"{node.describe()}: {what} (input {i}, {node.inputs[i].name!r}) is known only at run time and "
+            f"its length ({'unknown rank' if t.shape is None else list(t.shape)}) is not static, so the "
+            "output rank is data-dependent", [(node.domain or "ai.onnx", node.op_type, node.version)])
+    return int(t.shape[0]) if t.shape else 1
+
+
+def runtime_shape(node: Node, out_index: int, rank: int) -> tuple:
+    """Output ``out_index`` with ``rank`` dims that are all computed at run time."""
+    return tuple(runtime_dim(node, out_index, a) for a in range(rank))
 
 
 def _materialize(node: Node, i: int, v: Value, vals: list[Dim]) -> None:
@@ -93,9 +125,19 @@ def _materialize(node: Node, i: int, v: Value, vals: list[Dim]) -> None:
         return
     out = Value(g.fresh_name(v.name + "_sym"), t)
     out.sym_value = tuple(vals)
-    g.insert_before(node, Node("SymValue", [], [out], {"dims": Attr("dims", "DIMS", tuple(vals))},
-                               domain=SYM_DOMAIN, name=out.name))
+    g.insert_before(node, Node("SymValue", _dim_sources(g, vals), [out],
+                               {"dims": Attr("dims", "DIMS", tuple(vals))}, domain=SYM_DOMAIN, name=out.name))
     node.set_input(i, out)
+
+
+def _dim_sources(g, vals: list[Dim]) -> list[Value]:
+    """One output of each node whose run-time dims (``node.defines_dims``) ``vals`` use. The SymValue node
+    takes them as (unread) inputs: they keep those nodes alive and ordered before it, although the Shape
+    chain that linked them becomes dead."""
+    names: set[str] = set()
+    for d in vals:
+        names |= free_symbols(d)
+    return [n.outputs[0] for n in g.nodes if names.intersection(n.defines_dims)] if names else []
 
 
 def scalar_input(node: Node, i: int, what: str) -> Dim | None:
@@ -221,9 +263,11 @@ def fill_value(node: Node) -> np.ndarray:
 
 @shape_rule("ConstantOfShape")
 def _constant_of_shape(node: Node) -> list:
-    dims = shape_input(node, 0, "the shape")
+    dims = shape_input(node, 0, "the shape", dynamic=True)
     if dims is None:
         raise fail(node, "input 0 (shape) is required")
+    if dims is RUNTIME:
+        dims = runtime_shape(node, 0, static_length(node, 0, "the shape"))
     for d in dims:
         if isinstance(d, int) and d < 0:
             raise fail(node, f"shape {dims} has a negative dimension")
@@ -243,7 +287,8 @@ def _fold_constant_of_shape(node: Node, xs: list) -> list:
 # -- Range ----------------------------------------------------------------------------------------
 
 def range_length(node: Node) -> Dim:
-    """Element count of Range: max(ceil((limit - start) / delta), 0), symbolic for int inputs."""
+    """Element count of Range: max(ceil((limit - start) / delta), 0), symbolic for int inputs, a run-time
+    dimension variable when the inputs are known only at run time."""
     ins = [node.input(i) for i in range(3)]
     if any(v is None for v in ins):
         raise fail(node, "start, limit and delta are required")
@@ -255,16 +300,11 @@ def range_length(node: Node) -> Dim:
             return max(int(math.ceil((float(limit) - float(start)) / float(delta))), 0)
         return max(-((int(start) - int(limit)) // int(delta)), 0)
     names = ("start", "limit", "delta")
-    for i, v in enumerate(ins):  # name the input that is really unknown (float constants have no Dims)
-        if v.const is None and sym_ints(v) is None:
-            shape_input(node, i, names[i])
-    if np.dtype(ins[0].type.dtype.np).kind == "f":
-        raise UnsupportedOpError(f"{node.describe()}: a float Range needs constant start, limit and delta",
-                                 [(node.domain or "ai.onnx", node.op_type, node.version)])
+    if np.dtype(ins[0].type.dtype.np).kind == "f" or any(v.const is None and sym_ints(v) is None for v in ins):
+        return runtime_dim(node, 0, 0)
     start, limit, delta = (scalar_input(node, i, n) for i, n in enumerate(names))
     if not isinstance(delta, int):
-        raise UnsupportedOpError(f"{node.describe()}: delta must be a compile-time constant (it is {delta})",
-                                 [(node.domain or "ai.onnx", node.op_type, node.version)])
+        return runtime_dim(node, 0, 0)
     if delta == 0:
         raise fail(node, "delta must not be zero")
     n = ceildiv(as_dim(limit) - start, delta)
@@ -291,8 +331,11 @@ def _fold_range(node: Node, xs: list) -> list:
     start, _limit, delta = (np.asarray(x).reshape(-1)[0] for x in xs)
     n = range_length(node)
     k = np.arange(n, dtype=np.int64)
+    if xs[0].dtype.kind == "f":  # like the kernel and the reference (numpy arange): in double
+        return [(float(start) + k.astype(np.float64) * float(delta)).astype(xs[0].dtype)]
     return [(start + k.astype(start.dtype) * delta).astype(xs[0].dtype)]
 
 
-__all__ = ["MAX_SYM", "SYM_DOMAIN", "BIG", "set_sym", "is_nonneg", "clamp0", "shape_input", "scalar_input",
+__all__ = ["MAX_SYM", "SYM_DOMAIN", "BIG", "RUNTIME", "set_sym", "is_nonneg", "clamp0", "shape_input", "scalar_input",
+           "static_length", "runtime_shape",
            "shape_range", "constant_value", "fill_value", "range_length"]

@@ -1,0 +1,288 @@
+"""Kernels of ops whose output size is the number of selected elements: NonZero, Compress, Unique,
+NonMaxSuppression.
+
+Each has a shape function that counts what the kernel will select (the run-time dim of
+passes/shapes/select.py); the run function then allocates the outputs and the kernel fills them.
+Unique and NonMaxSuppression do their selection twice (count, then fill) with the same C helper, so
+the two passes agree by construction.
+
+Unique views the input as [O, N, I] (N slices along the axis; O = I = 1 and N = size without an
+axis), sorts slice indices with a stable merge sort (numeric order, NaN last and equal to NaN), so
+each group of equal slices starts with its first occurrence; ``sorted=0`` renumbers the groups by
+first occurrence.
+"""
+
+from __future__ import annotations
+
+from onnxc.ir import DType, Node, TensorType
+from onnxc.passes.shapes.select import compress_axis, unique_axis
+
+from . import dynshape as ds
+from .base import KernelCtx, kernel
+from .copyutil import SUPPORTED, cprod, dtype_accepts
+
+_FLOATS = frozenset({DType.FLOAT, DType.DOUBLE})
+
+
+def _float_accepts(node: Node) -> str | None:
+    for v in node.inputs[:2]:
+        if v is not None and isinstance(v.type, TensorType) and v.type.dtype not in _FLOATS:
+            return f"{v.type.dtype.short} boxes/scores are not supported (float and double are)"
+    return None
+
+
+def _mem_fail(ctx: KernelCtx) -> str:
+    return f"return onnxc_fail(rt, ONNXC_ERR_MEMORY, \"%s: out of memory\", {ds.who(ctx)});"
+
+
+# -- NonZero --------------------------------------------------------------------------------------
+
+def _nonzero_shape(ctx: KernelCtx) -> str:
+    x = ctx.ins[0]
+    return "\n".join([f"const int64_t n = {x.numel()};", "int64_t c = 0;",
+                      "for (int64_t i = 0; i < n; i++) c += in0[i] != 0;",
+                      ds.assign(ctx, ctx.outs[0].shape[1], "c"), "return 0;"])
+
+
+@kernel("NonZero", accepts=dtype_accepts(0), shape_fn=_nonzero_shape)
+def nonzero(ctx: KernelCtx) -> str:
+    x, y = ctx.ins[0], ctx.outs[0]
+    lines = [f"const int64_t n = {x.numel()}, nz = {y.dims[1]};", "int64_t j = 0;",
+             "for (int64_t i = 0; i < n; i++) {", "if (in0[i] == 0) continue;", "int64_t rem = i;"]
+    for a in range(x.rank - 1, -1, -1):
+        lines.append(f"out0[{a} * nz + j] = rem % ({x.dims[a]}); rem /= ({x.dims[a]});")
+    return "\n".join([*lines, "(void)rem; j++;", "}", "(void)nz; (void)j;", "return 0;"])
+
+
+# -- Compress -------------------------------------------------------------------------------------
+
+def _compress_view(ctx: KernelCtx) -> tuple[str, str, str]:
+    """(outer, axis length, inner) of the input as C expressions."""
+    x = ctx.ins[0]
+    axis = compress_axis(ctx.node, x.rank)
+    if axis is None:
+        return "1", x.numel(), "1"
+    return cprod(x.dims[:axis]), x.dims[axis], cprod(x.dims[axis + 1:])
+
+
+def _compress_shape(ctx: KernelCtx) -> str:
+    _, n, _ = _compress_view(ctx)
+    c = ctx.ins[1]
+    axis = compress_axis(ctx.node, ctx.ins[0].rank)
+    return "\n".join([
+        f"const int64_t n = {n}, len = {c.dims[0]};", "int64_t cnt = 0;",
+        "for (int64_t i = 0; i < len; i++) {", "if (!in1[i]) continue;",
+        "if (i >= n) return onnxc_fail(rt, ONNXC_ERR_RUNTIME, \"%s: condition selects index %lld, but there are "
+        f"only %lld elements\", {ds.who(ctx)}, (long long)i, (long long)n);", "cnt++;", "}",
+        ds.assign(ctx, ctx.outs[0].shape[0 if axis is None else axis], "cnt"), "return 0;"])
+
+
+@kernel("Compress", accepts=dtype_accepts(0), shape_fn=_compress_shape)
+def compress(ctx: KernelCtx) -> str:
+    x, c = ctx.ins[0], ctx.ins[1]
+    outer, n, inner = _compress_view(ctx)
+    return "\n".join([
+        f"const int64_t outer = {outer}, n = {n}, inner = {inner}, len = {c.dims[0]};",
+        "const int64_t m = len < n ? len : n;", f"{x.ctype} *restrict d = out0;",
+        "for (int64_t o = 0; o < outer; o++)", "for (int64_t i = 0; i < m; i++) {", "if (!in1[i]) continue;",
+        f"memcpy(d, in0 + (o * n + i) * inner, (size_t)inner * sizeof({x.ctype}));", "d += inner;", "}",
+        "return 0;"])
+
+
+# -- Unique ---------------------------------------------------------------------------------------
+
+_UNIQUE_HELPER = """\
+/* Order of slices a and b of the [O, N, I] view: numeric, NaN last and equal to NaN. */
+static int onnxc_uq_cmp_{S}(const {T} *x, int64_t O, int64_t N, int64_t I, int64_t a, int64_t b) {{
+    for (int64_t o = 0; o < O; o++) {{
+        const {T} *p = x + (o * N + a) * I, *q = x + (o * N + b) * I;
+        for (int64_t i = 0; i < I; i++) {{
+            const {T} u = p[i], v = q[i];
+            if (u < v) return -1;
+            if (v < u) return 1;
+            {nan}
+        }}
+    }}
+    return 0;
+}}
+
+/* Stable merge sort of the slice indices into perm (tmp: N more entries); returns the number of
+ * distinct slices. Equal slices end up adjacent, first occurrence first. */
+static int64_t onnxc_uq_sort_{S}(const {T} *x, int64_t O, int64_t N, int64_t I, int64_t *perm, int64_t *tmp) {{
+    for (int64_t i = 0; i < N; i++) perm[i] = i;
+    for (int64_t w = 1; w < N; w *= 2) {{
+        for (int64_t lo = 0; lo < N; lo += 2 * w) {{
+            const int64_t mid = lo + w < N ? lo + w : N, hi = lo + 2 * w < N ? lo + 2 * w : N;
+            int64_t i = lo, j = mid, k = lo;
+            while (i < mid && j < hi)
+                tmp[k++] = onnxc_uq_cmp_{S}(x, O, N, I, perm[j], perm[i]) < 0 ? perm[j++] : perm[i++];
+            while (i < mid) tmp[k++] = perm[i++];
+            while (j < hi) tmp[k++] = perm[j++];
+        }}
+        memcpy(perm, tmp, (size_t)N * sizeof(int64_t));
+    }}
+    int64_t groups = 0;
+    for (int64_t p = 0; p < N; p++)
+        groups += p == 0 || onnxc_uq_cmp_{S}(x, O, N, I, perm[p - 1], perm[p]) != 0;
+    return groups;
+}}"""
+
+
+def _unique_setup(ctx: KernelCtx) -> tuple[str, list[str]]:
+    """The helper's suffix and C declaring O, N, I."""
+    x = ctx.ins[0]
+    dt = x.dtype
+    nan = "const int nu = u != u, nv = v != v; if (nu != nv) return nu ? 1 : -1;" if dt in _FLOATS else ""
+    ctx.helper(f"onnxc_uq_{dt.short}", _UNIQUE_HELPER.format(S=dt.short, T=x.ctype, nan=nan))
+    axis = unique_axis(ctx.node, x.rank)
+    if axis is None:
+        o, n, i = "1", x.numel(), "1"
+    else:
+        o, n, i = cprod(x.dims[:axis]), x.dims[axis], cprod(x.dims[axis + 1:])
+    return dt.short, [f"const int64_t O = {o}, N = {n}, I = {i};"]
+
+
+def _unique_count(ctx: KernelCtx):
+    """The run-time dim holding the number of distinct slices (axis of Y, or its only axis)."""
+    return ctx.outs[0].shape[unique_axis(ctx.node, ctx.ins[0].rank) or 0]
+
+
+def _unique_shape(ctx: KernelCtx) -> str:
+    s, lines = _unique_setup(ctx)
+    return "\n".join([*lines, "int64_t *perm = onnxc_alloc((size_t)N * 2 * sizeof(int64_t));",
+                      "if (!perm) " + _mem_fail(ctx),
+                      f"const int64_t u = onnxc_uq_sort_{s}(in0, O, N, I, perm, perm + N);", "free(perm);",
+                      ds.assign(ctx, _unique_count(ctx), "u"), "return 0;"])
+
+
+def _unique_accepts(node: Node) -> str | None:
+    t = node.inputs[0].type if node.inputs and node.inputs[0] is not None else None
+    if isinstance(t, TensorType) and t.dtype not in SUPPORTED:
+        return f"{t.dtype.short} tensors are not supported yet"
+    return None
+
+
+@kernel("Unique", accepts=_unique_accepts, shape_fn=_unique_shape)
+def unique(ctx: KernelCtx) -> str:
+    s, lines = _unique_setup(ctx)
+    x, n_out = ctx.ins[0], len(ctx.outs)
+    lines += [f"const int64_t u = {ctx.dim(_unique_count(ctx))};",
+              "int64_t *w = onnxc_alloc((size_t)N * 6 * sizeof(int64_t));", "if (!w) " + _mem_fail(ctx),
+              "int64_t *perm = w, *ginv = w + 2 * N, *gfirst = w + 3 * N, *gcount = w + 4 * N, *pos = w + 5 * N;",
+              f"onnxc_uq_sort_{s}(in0, O, N, I, perm, w + N);",
+              "int64_t g = -1;",
+              "for (int64_t p = 0; p < N; p++) {",
+              f"if (p == 0 || onnxc_uq_cmp_{s}(in0, O, N, I, perm[p - 1], perm[p]) != 0) "
+              "{ g++; gfirst[g] = perm[p]; gcount[g] = 0; }",
+              "gcount[g]++; ginv[perm[p]] = g;", "}"]
+    if ctx.attr("sorted", 1):
+        lines.append("for (int64_t k = 0; k <= g; k++) pos[k] = k;")
+    else:  # groups in order of first occurrence
+        lines += ["for (int64_t k = 0; k <= g; k++) pos[k] = -1;", "int64_t next = 0;",
+                  "for (int64_t i = 0; i < N; i++) if (pos[ginv[i]] < 0) pos[ginv[i]] = next++;"]
+    lines += ["for (int64_t k = 0; k <= g; k++) {", "const int64_t p = pos[k];",
+              "for (int64_t o = 0; o < O; o++) "
+              f"memcpy(out0 + (o * u + p) * I, in0 + (o * N + gfirst[k]) * I, (size_t)I * sizeof({x.ctype}));"]
+    if n_out > 1:
+        lines.append("out1[p] = gfirst[k];")
+    if n_out > 3:
+        lines.append("out3[p] = gcount[k];")
+    lines.append("}")
+    if n_out > 2:
+        lines.append("for (int64_t i = 0; i < N; i++) out2[i] = pos[ginv[i]];")
+    return "\n".join([*lines, "free(w);", "return 0;"])
+
+
+# -- NonMaxSuppression ----------------------------------------------------------------------------
+
+_NMS_HELPER = """\
+/* Whether boxes i and j (rows of b) overlap with IoU > thr; the reference's arithmetic, in {T}. */
+static int onnxc_nms_suppress_{S}(const {T} *b, int64_t i, int64_t j, int cpb, {T} thr) {{
+    const {T} *p = b + i * 4, *q = b + j * 4;
+    {T} x1min, x1max, x2min, x2max, y1min, y1max, y2min, y2max;
+    if (cpb == 0) {{
+        x1min = p[1] < p[3] ? p[1] : p[3]; x1max = p[1] < p[3] ? p[3] : p[1];
+        x2min = q[1] < q[3] ? q[1] : q[3]; x2max = q[1] < q[3] ? q[3] : q[1];
+        y1min = p[0] < p[2] ? p[0] : p[2]; y1max = p[0] < p[2] ? p[2] : p[0];
+        y2min = q[0] < q[2] ? q[0] : q[2]; y2max = q[0] < q[2] ? q[2] : q[0];
+    }} else {{
+        x1min = p[0] - p[2] / 2; x1max = p[0] + p[2] / 2; x2min = q[0] - q[2] / 2; x2max = q[0] + q[2] / 2;
+        y1min = p[1] - p[3] / 2; y1max = p[1] + p[3] / 2; y2min = q[1] - q[3] / 2; y2max = q[1] + q[3] / 2;
+    }}
+    const {T} ixmin = x1min > x2min ? x1min : x2min, ixmax = x1max < x2max ? x1max : x2max;
+    if (ixmax <= ixmin) return 0;
+    const {T} iymin = y1min > y2min ? y1min : y2min, iymax = y1max < y2max ? y1max : y2max;
+    if (iymax <= iymin) return 0;
+    const {T} inter = (ixmax - ixmin) * (iymax - iymin);
+    if (inter <= 0) return 0;
+    const {T} a1 = (x1max - x1min) * (y1max - y1min), a2 = (x2max - x2min) * (y2max - y2min);
+    const {T} uni = a1 + a2 - inter;
+    if (a1 <= 0 || a2 <= 0 || uni <= 0) return 0;
+    return inter / uni > thr;
+}}
+
+/* Greedy NMS per batch and class; writes [batch, class, box] rows to out (when not NULL) and returns
+ * their count. work holds 3 * S entries. */
+static int64_t onnxc_nms_{S}(const {T} *boxes, const {T} *scores, int64_t B, int64_t C, int64_t S, int64_t maxout,
+                             {T} iou, int has_thr, {T} thr, int cpb, int64_t *out, int64_t *work) {{
+    int64_t n = 0, *cand = work, *tmp = work + S, *sel = work + 2 * S;
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t c = 0; c < C; c++) {{
+            const {T} *sc = scores + (b * C + c) * S, *bx = boxes + b * S * 4;
+            int64_t m = 0;
+            for (int64_t s = 0; s < S; s++)
+                if (!has_thr || sc[s] > thr) cand[m++] = s;
+            for (int64_t w = 1; w < m; w *= 2) {{ /* stable merge sort, highest score first */
+                for (int64_t lo = 0; lo < m; lo += 2 * w) {{
+                    const int64_t mid = lo + w < m ? lo + w : m, hi = lo + 2 * w < m ? lo + 2 * w : m;
+                    int64_t i = lo, j = mid, k = lo;
+                    while (i < mid && j < hi) tmp[k++] = sc[cand[j]] > sc[cand[i]] ? cand[j++] : cand[i++];
+                    while (i < mid) tmp[k++] = cand[i++];
+                    while (j < hi) tmp[k++] = cand[j++];
+                }}
+                memcpy(cand, tmp, (size_t)m * sizeof(int64_t));
+            }}
+            int64_t ns = 0;
+            for (int64_t t = 0; t < m && ns < maxout; t++) {{
+                const int64_t s = cand[t];
+                int keep = 1;
+                for (int64_t q = 0; q < ns && keep; q++) keep = !onnxc_nms_suppress_{S}(bx, s, sel[q], cpb, iou);
+                if (!keep) continue;
+                sel[ns++] = s;
+                if (out) {{ out[3 * n] = b; out[3 * n + 1] = c; out[3 * n + 2] = s; }}
+                n++;
+            }}
+        }}
+    return n;
+}}"""
+
+
+def _nms_call(ctx: KernelCtx, out: str) -> str:
+    """C computing ``n`` = the selected count (and writing rows to ``out`` unless it is NULL)."""
+    bx, sc = ctx.ins[0], ctx.ins[1]
+    t, s = bx.ctype, bx.dtype.short
+    ctx.helper(f"onnxc_nms_{s}", _NMS_HELPER.format(S=s, T=t))
+
+    def opt(i: int, expr: str, default: str) -> str:
+        return expr if i < len(ctx.ins) and ctx.ins[i] is not None and ctx.ins[i].numel() != "0" else default
+
+    maxout = opt(2, "(int64_t)in2[0]", "0")
+    return "\n".join([
+        f"const int64_t B = {bx.dims[0]}, S = {bx.dims[1]}, C = {sc.dims[1]};",
+        f"if (({sc.dims[0]}) != B || ({sc.dims[2]}) != S || ({bx.dims[2]}) != 4) return onnxc_fail(rt, "
+        f"ONNXC_ERR_RUNTIME, \"%s: boxes and scores shapes do not match\", {ds.who(ctx)});",
+        f"const int64_t maxout = {maxout} > 0 ? {maxout} : 0;",
+        "int64_t *w = onnxc_alloc((size_t)S * 3 * sizeof(int64_t));", "if (!w) " + _mem_fail(ctx),
+        f"const int64_t n = onnxc_nms_{s}(in0, in1, B, C, S, maxout, ({t}){opt(3, 'in3[0]', '0')}, "
+        f"{'1' if opt(4, 'x', '') else '0'}, ({t}){opt(4, 'in4[0]', '0')}, {int(ctx.attr('center_point_box', 0))}, "
+        f"{out}, w);",
+        "free(w);"])
+
+
+def _nms_shape(ctx: KernelCtx) -> str:
+    return "\n".join([_nms_call(ctx, "NULL"), ds.assign(ctx, ctx.outs[0].shape[0], "n"), "return 0;"])
+
+
+@kernel("NonMaxSuppression", accepts=_float_accepts, shape_fn=_nms_shape)
+def nms(ctx: KernelCtx) -> str:
+    return "\n".join([_nms_call(ctx, "out0"), "(void)n;", "return 0;"])

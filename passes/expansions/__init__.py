@@ -1,0 +1,18 @@
+"""Builders of standard ONNX function ops, by family; importing this registers them all."""
+
+from . import (  # noqa: F401
+    activations,
+    attention,
+    flex_attention,
+    generators,
+    linear_attention,
+    losses,
+    norms,
+    quantize,
+    rotary,
+    sequence_conv,
+)
+from .builder import Builder
+from .registry import EXPANSIONS, expansion, expansion_for
+
+__all__ = ["Builder", "EXPANSIONS", "expansion", "expansion_for"]
