@@ -265,11 +265,20 @@ def _versions(v: tuple[int, int]) -> str:
 def supported_ops() -> list[dict]:
     """One row per (domain, op) known to any registry, generated from the registries."""
     from onnxc.codegen.kernels.registry import KERNELS
+    from onnxc.passes.expansions import EXPANSIONS
     from onnxc.passes.shapes.registry import FOLD_RULES, SHAPE_RULES
 
     rows = []
-    for key in sorted(set(SHAPE_RULES) | set(FOLD_RULES) | set(KERNELS), key=lambda k: (k[0], k[1].lower())):
+    for key in sorted(set(SHAPE_RULES) | set(FOLD_RULES) | set(KERNELS) | set(EXPANSIONS),
+                      key=lambda k: (k[0], k[1].lower())):
         rule, kd = SHAPE_RULES.get(key), KERNELS.get(key)
+        if rule is None and kd is None and key in EXPANSIONS:
+            vs = [e.versions for e in EXPANSIONS[key]]
+            rows.append({"domain": key[0] or "ai.onnx", "op": key[1],
+                         "opsets": _versions((min(v[0] for v in vs), max(v[1] for v in vs))),
+                         "shape_rule": False, "fold": False, "kernel": "expansion", "restricted": False,
+                         "compiles": True})
+            continue
         kernel = None if kd is None else ("view" if kd.alias else "yes")
         rows.append({"domain": key[0] or "ai.onnx", "op": key[1],
                      "opsets": _versions(rule.versions) if rule else None,
