@@ -33,6 +33,20 @@ class TensorInfo:
         return f"TensorInfo({self.name!r}, {self.elem_type.name.lower()}, {list(self.shape)})"
 
 
+def _ml_dtype(dt: DType) -> np.dtype | None:
+    """The ml_dtypes numpy dtype of an emulated float type, when ml_dtypes is installed."""
+    if dt not in (DType.BFLOAT16, DType.FLOAT8E4M3FN, DType.FLOAT8E4M3FNUZ, DType.FLOAT8E5M2,
+                  DType.FLOAT8E5M2FNUZ):
+        return None
+    try:
+        import ml_dtypes
+    except ImportError:
+        return None
+    names = {DType.BFLOAT16: "bfloat16", DType.FLOAT8E4M3FN: "float8_e4m3fn", DType.FLOAT8E4M3FNUZ: "float8_e4m3fnuz",
+             DType.FLOAT8E5M2: "float8_e5m2", DType.FLOAT8E5M2FNUZ: "float8_e5m2fnuz"}
+    return np.dtype(getattr(ml_dtypes, names[dt]))
+
+
 def _info(name: str, t: TensorType) -> TensorInfo:
     shape = tuple(d if isinstance(d, int) else str(d) for d in t.shape or ())
     return TensorInfo(name, t.dtype.np, t.dtype, shape)
@@ -52,6 +66,7 @@ class CompiledModel:
         self.c_source = source
         self.timings = timings or {}
         self._in_names = [i.name for i in inputs]
+        self._views = {i: v for i, o in enumerate(outputs) if (v := _ml_dtype(o.elem_type)) is not None}
 
     def _prepare(self, feeds: dict) -> list[np.ndarray]:
         arrays = []
@@ -62,7 +77,9 @@ class CompiledModel:
             if not isinstance(a, np.ndarray):
                 a = np.asarray(a)
             if a.dtype != info.dtype:
-                if a.dtype.kind == info.dtype.kind == "f" and a.dtype == np.float64 and a.ndim == 0:
+                if a.dtype.name == info.elem_type.name.lower() and a.dtype.itemsize == info.dtype.itemsize:
+                    a = a.view(info.dtype)  # ml_dtypes bfloat16/float8 arrays: same bits, numpy-native view
+                elif a.dtype.kind == info.dtype.kind == "f" and a.dtype == np.float64 and a.ndim == 0:
                     a = a.astype(info.dtype)
                 else:
                     raise InputError(f"input {info.name!r}: expected element type "
@@ -75,8 +92,15 @@ class CompiledModel:
             raise InputError(f"unknown input(s) {sorted(extra)}; the model's inputs are {self._in_names}")
         return arrays
 
+    def _finish(self, outs: list[np.ndarray]) -> list[np.ndarray]:
+        """Outputs of types numpy lacks (bfloat16, float8) come back as ml_dtypes views when installed,
+        else as their raw bit patterns (uint8/uint16)."""
+        if self._views:
+            outs = [a.view(self._views[i]) if i in self._views else a for i, a in enumerate(outs)]
+        return outs
+
     def run(self, feeds: dict, output_names: list[str] | None = None) -> dict[str, np.ndarray]:
-        outs = self._native.run(self._prepare(feeds))
+        outs = self._finish(self._native.run(self._prepare(feeds)))
         res = {o.name: a for o, a in zip(self.outputs, outs)}
         if output_names is not None:
             return {n: res[n] for n in output_names}
@@ -85,7 +109,7 @@ class CompiledModel:
     def __call__(self, *arrays: np.ndarray):
         if len(arrays) != len(self.inputs):
             raise InputError(f"expected {len(self.inputs)} positional input(s) {self._in_names}, got {len(arrays)}")
-        outs = self._native.run(self._prepare(dict(zip(self._in_names, arrays))))
+        outs = self._finish(self._native.run(self._prepare(dict(zip(self._in_names, arrays)))))
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def __repr__(self) -> str:

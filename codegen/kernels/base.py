@@ -131,7 +131,15 @@ def kernel(*ops: str, domain: str = "", alias: bool = False,
     function of nodes with data-dependent output shapes."""
 
     def deco(fn):
-        kd = KernelDef(ops, domain, None if alias else fn, alias, accepts)
+        run = fn
+        if accepts is not None:
+            def run(ctx: KernelCtx) -> str:
+                # check again at lowering: the up-front check may run before types are inferred
+                reason = accepts(ctx.node)
+                if reason:
+                    raise NotImplementedError(reason)
+                return fn(ctx)
+        kd = KernelDef(ops, domain, None if alias else run, alias, accepts)
         for op in ops:
             KERNELS[(domain, op)] = kd
             if shape_fn is not None:

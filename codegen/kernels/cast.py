@@ -8,14 +8,16 @@ Conversions (the numpy twin is ``passes/shapes/cast.py``'s ``cast_array``):
 - integer -> narrower integer: the low bits, reinterpreted (two's complement);
 - everything else: the C conversion (double -> float rounds to nearest, +-inf when out of range).
 
-float16, bfloat16, float8/4 and strings are not supported yet.
+float16 and bfloat16 go through float32 (exact on load); stores round to nearest even (NaN stays
+NaN), and double -> float16 rounds once (onnxc_d2h). float8/4 and strings are not supported yet.
 """
 
 from __future__ import annotations
 
 from onnxc.ir import DType, Node, ShapeError
-from onnxc.passes.shapes.cast import NUMERIC, target_type
+from onnxc.passes.shapes.cast import CASTABLE, target_type
 
+from . import half
 from .base import KernelCtx, kernel
 from .elementwise import loop
 
@@ -24,6 +26,14 @@ def cast_expr(src: DType, dst: DType) -> str:
     """C expression converting ``{0}`` of type ``src`` to ``dst``."""
     if src == dst:
         return "{0}"
+    if src in half.HALF:
+        return cast_expr(DType.FLOAT, dst).replace("{0}", half.load(src, "{0}"))
+    if dst == DType.FLOAT16:
+        if src == DType.FLOAT:
+            return "onnxc_f2h({0})"
+        return "onnxc_d2h((double){0})"  # exact for integers below 2**53: one rounding
+    if dst == DType.BFLOAT16:
+        return "onnxc_f2bf({0})" if src == DType.FLOAT else "onnxc_f2bf((float){0})"
     if dst == DType.BOOL:
         return "({0} != 0)"
     if src.is_float and dst.is_int:
@@ -38,7 +48,7 @@ def unsupported(node: Node) -> str | None:
     except ShapeError:  # invalid 'to' or unknown CastLike target: the shape rule reports it
         return None
     for t in (src, dst):
-        if t is not None and t not in NUMERIC:
+        if t is not None and t not in CASTABLE:
             return f"casts involving {t.short} tensors are not supported yet"
     return None
 
@@ -48,4 +58,5 @@ def cast(ctx: KernelCtx) -> str:
     reason = unsupported(ctx.node)
     if reason:
         raise NotImplementedError(reason)
+    half.use(ctx)
     return loop(ctx, [ctx.ins[0]], cast_expr(ctx.ins[0].dtype, ctx.outs[0].dtype))

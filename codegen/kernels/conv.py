@@ -20,6 +20,7 @@ from onnxc.passes.shapes.conv import conv_transpose_window, conv_window
 from onnxc.passes.shapes.spatial import Window
 
 from ..templating import render
+from . import half
 from .base import KernelCtx, kernel
 from .nncommon import FLOATS, dtype_accepts, gemm_expr, lit, omp_for, unsupported
 
@@ -49,7 +50,8 @@ def _static_channels(ctx: KernelCtx) -> tuple[int, int]:
     return int(w.shape[0]), int(w.shape[1])
 
 
-@kernel("Conv", accepts=dtype_accepts(FLOATS, (0, 1)))
+@kernel("Conv", accepts=dtype_accepts(FLOATS | half.HALF, (0, 1)))
+@half.via_float32
 def conv(ctx: KernelCtx) -> str:
     x, y = ctx.ins[0], ctx.outs[0]
     bias = len(ctx.ins) > 2 and ctx.ins[2] is not None
@@ -84,7 +86,8 @@ def _gemm_stmt(ctx: KernelCtx, dt: DType, ta: str, *args: str) -> str:
             "return onnxc_fail(rt, ONNXC_ERR_MEMORY, \"out of memory in GEMM\");")
 
 
-@kernel("ConvTranspose", accepts=dtype_accepts(FLOATS, (0, 1)))
+@kernel("ConvTranspose", accepts=dtype_accepts(FLOATS | half.HALF, (0, 1)))
+@half.via_float32
 def conv_transpose(ctx: KernelCtx) -> str:
     x, y = ctx.ins[0], ctx.outs[0]
     bias = len(ctx.ins) > 2 and ctx.ins[2] is not None

@@ -2,7 +2,8 @@
 and the transpose loop nest (blocked for 2-D swaps, strided otherwise) that DepthToSpace reuses.
 
 Data movement is element-type agnostic: kernels copy whole elements (``memcpy`` or assignment of the
-storage type), so one body serves every numeric type and bool.
+storage type), so one body serves every numeric type and bool, and float16/bfloat16 (uint16_t bit
+patterns; ``clit`` writes their literals as bit patterns).
 """
 
 from __future__ import annotations
@@ -13,12 +14,13 @@ from collections.abc import Callable
 import numpy as np
 
 from onnxc.ir import DType, Node, TensorType
+from onnxc.passes.shapes.cast import float_to_bfloat16
 
 from .base import KernelCtx
 
 # Types whose values are handled bit-exactly by these kernels.
 SUPPORTED = frozenset({DType.FLOAT, DType.DOUBLE, DType.BOOL, DType.INT8, DType.INT16, DType.INT32, DType.INT64,
-                       DType.UINT8, DType.UINT16, DType.UINT32, DType.UINT64})
+                       DType.UINT8, DType.UINT16, DType.UINT32, DType.UINT64, DType.FLOAT16, DType.BFLOAT16})
 
 
 def _dtype_reason(dt: DType | None) -> str | None:
@@ -75,6 +77,10 @@ def clit(value, dt: DType) -> str:
     """A C literal of ``value`` in element type ``dt``."""
     if dt == DType.BOOL:
         return "true" if bool(value) else "false"
+    if dt == DType.FLOAT16:
+        return f"(uint16_t){int(np.array(float(value), np.float16).view(np.uint16))}"
+    if dt == DType.BFLOAT16:
+        return f"(uint16_t){int(float_to_bfloat16(np.array(float(value), np.float32)))}"
     if dt.is_float:
         v = float(value)
         if math.isnan(v):

@@ -9,6 +9,9 @@ attribute as a C literal (float attributes in the float type, or double for inte
 exp, log, tanh, sigmoid, erf, softplus, floor and ceil go through ``onnxc_<fn>_<type>`` helpers
 whose float versions are branch-free, so the loops vectorize.
 
+float16 and bfloat16 use the float expressions in float32: inputs are loaded and the result stored
+through codegen/kernels/half.py (``half.wrap``).
+
 Integer semantics that C leaves undefined are defined by the helpers of runtime_c/onnxc_elementwise.h
 (wrapping arithmetic, x / 0 -> 0, saturating float -> int); the fold rules' numpy twins in
 passes/shapes/elementwise_np.py compute the same.
@@ -20,10 +23,12 @@ import math
 from dataclasses import dataclass, field, replace
 
 from onnxc.ir import DType, Node, ShapeError
+from onnxc.passes.shapes.cast import half_to_float
 from onnxc.passes.shapes.elementwise import check_enum_attr, legacy_b_shape, prelu_slope_shape
 from onnxc.passes.shapes.elementwise_np import SELU, SELU_V1
 
 from ..templating import c_string
+from . import half
 from .base import KernelCtx, Operand, kernel
 from .loops import broadcast_loop
 
@@ -124,7 +129,7 @@ VARIADIC: dict[str, Ew] = {
 
 TYPE_CLASS = {DType.FLOAT: "f", DType.DOUBLE: "f", DType.BOOL: "b", DType.INT8: "s", DType.INT16: "s",
               DType.INT32: "s", DType.INT64: "s", DType.UINT8: "u", DType.UINT16: "u", DType.UINT32: "u",
-              DType.UINT64: "u"}
+              DType.UINT64: "u", DType.FLOAT16: "f", DType.BFLOAT16: "f"}
 
 
 def row_key(node: Node) -> str:
@@ -200,10 +205,12 @@ def expression(ctx: KernelCtx, row: Ew, dt: DType) -> str:
     defaults = row.attrs
     if ctx.node.op_type == "Selu" and ctx.node.version < 6:
         defaults = SELU_V1
+    cls = TYPE_CLASS[dt]
+    dt = half.compute_type(dt)
     vals = {k: c_literal(ctx.attr(k, v), dt, isinstance(v, int)) for k, v in defaults.items()}
     names = {"T": dt.c, "t": dt.short, "f": "f" if dt == DType.FLOAT else ""}
     n = max(len(ctx.ins), 3)
-    return row.exprs[TYPE_CLASS[dt]].format(*[f"{{{i}}}" for i in range(n)], **vals, **names)
+    return row.exprs[cls].format(*[f"{{{i}}}" for i in range(n)], **vals, **names)
 
 
 def node_name(ctx: KernelCtx) -> str:
@@ -219,6 +226,8 @@ def reshaped(op: Operand, shape: tuple, dim_c) -> Operand:
 def loop(ctx: KernelCtx, ins: list[Operand], expr: str) -> str:
     """The broadcasting loop of the node's output over ``ins``, with the helper header included."""
     ctx.helper("elementwise", HEADER)
+    if any(op.dtype in half.HALF for op in ins + ctx.outs):
+        half.use(ctx)
     return broadcast_loop(ctx.outs[0], ins, expr, name=node_name(ctx), threads=ctx.threads)
 
 
@@ -238,9 +247,9 @@ def elementwise(ctx: KernelCtx) -> str:
         for k in range(1, len(ins)):
             acc = expr.replace("{1}", f"{{{k}}}").replace("{0}", acc, 1)
         if node.op_type == "Mean":
-            acc = f"({acc} / ({dt.c}){len(ins)})"
+            acc = f"({acc} / ({half.compute_type(dt).c}){len(ins)})"
         expr = acc
-    return loop(ctx, ins, expr)
+    return loop(ctx, ins, half.wrap(expr, [op.dtype for op in ins], ctx.outs[0].dtype))
 
 
 def pow_expr(base: DType, exp: DType) -> str:
@@ -271,12 +280,13 @@ def power(ctx: KernelCtx) -> str:
     x, y = ctx.ins
     if ctx.node.version < 7:
         y = reshaped(y, legacy_b_shape(ctx.node, x.shape, y.shape), ctx.dim)
-    e = float(y.const.reshape(-1)[0]) if y.const is not None and y.const.size == 1 else None
+    e = float(half_to_float(y.const, y.dtype).reshape(-1)[0]) if y.const is not None and y.const.size == 1 else None
     if e in (1.0, 2.0, 3.0) and y.rank <= x.rank and all(d == 1 for d in y.shape):
         mul = "({0} * {1})" if x.dtype.is_float else f"onnxc_mul_{x.dtype.short}({{0}}, {{1}})"
         expr = {1.0: "{0}", 2.0: mul.format("{0}", "{0}")}.get(e) or mul.format(mul.format("{0}", "{0}"), "{0}")
-        return loop(ctx, [x], expr)  # exact: x * x is what pow(x, 2) rounds to
-    return loop(ctx, [x, y], pow_expr(x.dtype, y.dtype))
+        return loop(ctx, [x], half.wrap(expr, [x.dtype], x.dtype))  # exact: x * x is what pow(x, 2) rounds to
+    expr = pow_expr(half.compute_type(x.dtype), half.compute_type(y.dtype))
+    return loop(ctx, [x, y], half.wrap(expr, [x.dtype, y.dtype], x.dtype))
 
 
 def _clip_unsupported(node: Node) -> str | None:
@@ -293,7 +303,7 @@ def clip(ctx: KernelCtx) -> str:
     if reason:
         raise NotImplementedError(reason)
     x = ctx.ins[0]
-    dt = x.dtype
+    dt = half.compute_type(x.dtype)
     ins, bounds = [x], []
     for i, name in ((1, "min"), (2, "max")):
         if ctx.node.version < 11:
@@ -304,7 +314,7 @@ def clip(ctx: KernelCtx) -> str:
         if op is None:
             bounds.append(None)
         elif op.const is not None:
-            v = op.const.reshape(-1)[0]
+            v = half_to_float(op.const, op.dtype).reshape(-1)[0]
             bounds.append(c_literal(v.item(), dt, not dt.is_float) if dt != DType.BOOL else str(int(v)))
         else:
             bounds.append(f"{{{len(ins)}}}")
@@ -314,4 +324,4 @@ def clip(ctx: KernelCtx) -> str:
         expr = f"({expr} < {bounds[0]} ? {bounds[0]} : {expr})"
     if bounds[1] is not None:
         expr = f"({expr} > {bounds[1]} ? {bounds[1]} : {expr})"
-    return loop(ctx, ins, expr)
+    return loop(ctx, ins, half.wrap(expr, [op.dtype for op in ins], x.dtype))

@@ -7,9 +7,11 @@ count from the end. Gather and GatherND copy whole inner slices with memcpy.
 
 from __future__ import annotations
 
+from onnxc.ir import DType
 from onnxc.passes.shapes.indexing import gathernd_shape, scatter_reduction
 
 from ..templating import c_string
+from . import half
 from .base import KernelCtx, kernel
 from .copyutil import copy, cprod, dtype_accepts, require
 
@@ -92,9 +94,13 @@ def gather_nd(ctx: KernelCtx) -> str:
     return "\n".join(lines)
 
 
-def _combine(red: str, dst: str, u: str) -> str:
+def _combine(red: str, dst: str, u: str, dt: DType) -> str:
     if red == "none":
         return f"{dst} = {u};"
+    if dt in half.HALF:  # combine in float, store rounded
+        x = f"{dt.short}_x"
+        return (f"{{ {dt.c} {x} = {dst}; float {x}f = {half.load(dt, x)}, {x}u = {half.load(dt, u)}; "
+                + _combine(red, f"{x}f", f"{x}u", DType.FLOAT) + f" {dst} = {half.store(dt, f'{x}f')}; }}")
     if red == "add":
         return f"{dst} = {dst} + {u};"
     if red == "mul":
@@ -109,6 +115,8 @@ def scatter_nd(ctx: KernelCtx) -> str:
     require(ctx, 0, 2)
     x, ind = ctx.ins[0], ctx.ins[1]
     red = scatter_reduction(ctx.node)
+    if x.dtype in half.HALF:
+        half.use(ctx)
     k = int(ind.shape[-1])
     sl = cprod(x.dims[k:])
     lines = [copy("out0", "in0", x.numel(), x.ctype),
@@ -118,7 +126,7 @@ def scatter_nd(ctx: KernelCtx) -> str:
         lines += [f"v = (int64_t)in1[t * {k} + {j}];", _check(ctx, "v", x.dims[j]),
                   f"off += v * ({cprod(x.dims[j + 1:])});"]
     lines += [f"{x.ctype} *restrict d = out0 + off;", "const " + x.ctype + " *restrict u = in2 + t * sl;",
-              "for (int64_t i = 0; i < sl; i++) { " + _combine(red, "d[i]", "u[i]") + " }",
+              "for (int64_t i = 0; i < sl; i++) { " + _combine(red, "d[i]", "u[i]", x.dtype) + " }",
               "}", "return 0;"]
     return "\n".join(lines)
 
@@ -128,6 +136,8 @@ def scatter_elements(ctx: KernelCtx) -> str:
     require(ctx, 0, 2)
     x, ind = ctx.ins[0], ctx.ins[1]
     red = scatter_reduction(ctx.node)
+    if x.dtype in half.HALF:
+        half.use(ctx)
     r = x.rank
     axis = ctx.node.attr("axis", 0)
     axis = axis + r if axis < 0 else axis
@@ -141,5 +151,5 @@ def scatter_elements(ctx: KernelCtx) -> str:
     off = "base + v" if axis == last else f"base + v * ({xs[axis]}) + j"
     lines += [f"const int64_t base = {base};", "for (int64_t j = 0; j < w; j++) {",
               "int64_t v = (int64_t)in1[row * w + j];", _check(ctx, "v", "n"),
-              _combine(red, f"out0[{off}]", "in2[row * w + j]"), "}", "}", "return 0;"]
+              _combine(red, f"out0[{off}]", "in2[row * w + j]", x.dtype), "}", "}", "return 0;"]
     return "\n".join(lines)

@@ -12,6 +12,7 @@ from onnxc.ir import Node
 from onnxc.passes.shapes.shape_ops import SYM_DOMAIN, fill_value, shape_range
 
 from . import dynshape as ds
+from . import half
 from .base import KernelCtx, kernel
 from .copyutil import clit, copy, cprod, dtype_accepts, require
 
@@ -86,9 +87,18 @@ def _range_shape(ctx: KernelCtx) -> str:
     return "\n".join(lines)
 
 
-@kernel("Range", accepts=dtype_accepts(0), shape_fn=_range_shape)
+def _range_accepts(node: Node) -> str | None:
+    v = node.input(0)
+    if v is not None and v.dtype in half.HALF:
+        return f"Range on {v.dtype.short} tensors is not supported"
+    return dtype_accepts(0)(node)
+
+
+@kernel("Range", accepts=_range_accepts, shape_fn=_range_shape)
 def range_kernel(ctx: KernelCtx) -> str:
     require(ctx, 0)
+    if ctx.ins[0].dtype in half.HALF:
+        raise NotImplementedError(f"Range on {ctx.ins[0].dtype.short} tensors is not supported")
     y = ctx.outs[0]
     t = y.ctype
     if y.dtype.is_float:  # like the reference (numpy arange): start + i * delta in double
@@ -102,10 +112,11 @@ def range_kernel(ctx: KernelCtx) -> str:
 
 def _onehot_shape(ctx: KernelCtx) -> str:
     """Run-time depth (any numeric type, truncated to an integer) must be positive."""
+    half.use(ctx)
     axis = ctx.node.attr("axis", -1)
     axis = axis + ctx.outs[0].rank if axis < 0 else axis
     return "\n".join([
-        "const double v = (double)in1[0];",
+        f"const double v = (double){half.load(ctx.ins[1].dtype, 'in1[0]')};",
         "if (!(v >= 1 && v < 9.0e15)) return onnxc_fail(rt, ONNXC_ERR_RUNTIME, \"%s: depth must be positive, "
         f"got %g\", {ds.who(ctx)}, v);",
         ds.assign(ctx, ctx.outs[0].shape[axis], "(int64_t)v"), "return 0;"])
@@ -114,6 +125,7 @@ def _onehot_shape(ctx: KernelCtx) -> str:
 @kernel("OneHot", accepts=dtype_accepts(0, 2), shape_fn=_onehot_shape)
 def onehot(ctx: KernelCtx) -> str:
     require(ctx, 0, 2)
+    half.use(ctx)
     ind, y = ctx.ins[0], ctx.outs[0]
     axis = ctx.node.attr("axis", -1)
     axis = axis + y.rank if axis < 0 else axis
@@ -123,7 +135,7 @@ def onehot(ctx: KernelCtx) -> str:
              f"for (int64_t i = 0; i < {y.numel()}; i++) out0[i] = off;",
              "for (int64_t o = 0; o < outer; o++) {", "for (int64_t j = 0; j < inner; j++) {"]
     if ind.dtype.is_float:
-        lines += ["double fv = (double)in0[o * inner + j];", "if (fv < 0) fv += (double)depth;",
+        lines += [f"double fv = (double){half.load(ind.dtype, 'in0[o * inner + j]')};", "if (fv < 0) fv += (double)depth;",
                   "if (!(fv >= 0 && fv < (double)depth)) continue;",
                   "const int64_t v = (int64_t)fv;", "if ((double)v != fv) continue;"]
     else:

@@ -4,12 +4,14 @@ MatMul follows numpy: 1-D operands are promoted to matrices; batch axes broadcas
 batch axes, A's batch folds into the rows of one big GEMM. Integer MatMul/Gemm use a plain i-k-j
 loop that wraps in the element width (unsigned arithmetic, no undefined overflow).
 Gemm first writes beta * C (broadcast) into Y, then accumulates alpha * op(A) op(B) with beta = 1.
+float16/bfloat16 run the float32 kernel on converted copies (``half.via_float32``).
 """
 
 from __future__ import annotations
 
 from onnxc.ir import DType
 
+from . import half
 from .base import KernelCtx, Operand, kernel
 from .nncommon import FLOATS, GEMM_INTS, dtype_accepts, gemm_call, gemm_expr, lit, prod
 
@@ -47,6 +49,7 @@ def _mm(ctx: KernelCtx, dt: DType, ta: bool, tb: bool, m: str, n: str, k: str, a
 
 
 @kernel("MatMul", accepts=dtype_accepts(FLOATS | GEMM_INTS, (0, 1)))
+@half.via_float32
 def matmul(ctx: KernelCtx) -> str:
     a, b, y = ctx.ins[0], ctx.ins[1], ctx.outs[0]
     dt = y.dtype
@@ -114,7 +117,8 @@ def _fill_c(c: Operand, y: Operand, beta: str, dt: DType) -> list[str]:
             "}"]
 
 
-@kernel("Gemm", accepts=dtype_accepts(FLOATS | GEMM_INTS, (0, 1)))
+@kernel("Gemm", accepts=dtype_accepts(FLOATS | half.HALF | GEMM_INTS, (0, 1)))
+@half.via_float32
 def gemm(ctx: KernelCtx) -> str:
     a, b, y = ctx.ins[0], ctx.ins[1], ctx.outs[0]
     c = ctx.ins[2] if len(ctx.ins) > 2 else None

@@ -10,10 +10,11 @@ from __future__ import annotations
 from onnxc.ir import DType, Node
 from onnxc.passes.shapes.norm import stash_dtype
 
+from . import half
 from .base import KernelCtx, kernel
 from .nncommon import FLOATS, dtype_accepts, is_used, lit, mfn, omp_for, prod, unsupported
 
-_float_check = dtype_accepts(FLOATS)
+_float_check = dtype_accepts(FLOATS | half.HALF)
 
 
 def _bn_accepts(node: Node) -> str | None:
@@ -30,6 +31,7 @@ def _bn_accepts(node: Node) -> str | None:
 
 
 @kernel("BatchNormalization", accepts=_bn_accepts)
+@half.via_float32
 def batch_norm(ctx: KernelCtx) -> str:
     x = ctx.ins[0]
     dt = x.dtype
@@ -79,6 +81,7 @@ def _moments(dt: DType, n: str) -> list[str]:
 
 
 @kernel("InstanceNormalization", accepts=_float_check)
+@half.via_float32
 def instance_norm(ctx: KernelCtx) -> str:
     x = ctx.ins[0]
     dt = x.dtype
@@ -99,6 +102,7 @@ def instance_norm(ctx: KernelCtx) -> str:
 
 
 @kernel("LayerNormalization", accepts=_float_check)
+@half.via_float32
 def layer_norm(ctx: KernelCtx) -> str:
     x = ctx.ins[0]
     dt = x.dtype
@@ -142,6 +146,7 @@ def layer_norm(ctx: KernelCtx) -> str:
 
 
 @kernel("LRN", accepts=_float_check)
+@half.via_float32
 def lrn(ctx: KernelCtx) -> str:
     x = ctx.ins[0]
     dt = x.dtype

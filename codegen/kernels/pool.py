@@ -13,6 +13,7 @@ from onnxc.ir import DType
 from onnxc.passes.shapes.pool import pool_window
 
 from ..templating import render
+from . import half
 from .base import KernelCtx, kernel
 from .conv import _as3
 from .nncommon import FLOATS, dtype_accepts, lit, mfn, omp_for, prod
@@ -35,17 +36,20 @@ def _lp_term_finish(p: float, dt: DType, v: str = "v") -> tuple[str, str]:
             f"{mfn('pow', dt)}(acc, {lit(1.0 / p, dt)})")
 
 
-@kernel("MaxPool", accepts=dtype_accepts(MAXPOOL_TYPES))
+@kernel("MaxPool", accepts=dtype_accepts(MAXPOOL_TYPES | half.HALF))
+@half.via_float32
 def max_pool(ctx: KernelCtx) -> str:
     return _pool(ctx, "max")
 
 
-@kernel("AveragePool", accepts=dtype_accepts(FLOATS))
+@kernel("AveragePool", accepts=dtype_accepts(FLOATS | half.HALF))
+@half.via_float32
 def average_pool(ctx: KernelCtx) -> str:
     return _pool(ctx, "avg")
 
 
-@kernel("LpPool", accepts=dtype_accepts(FLOATS))
+@kernel("LpPool", accepts=dtype_accepts(FLOATS | half.HALF))
+@half.via_float32
 def lp_pool(ctx: KernelCtx) -> str:
     return _pool(ctx, "lp")
 
@@ -69,7 +73,8 @@ def _pool(ctx: KernelCtx, kind: str) -> str:
     return render("pool.c.j2", **vals)
 
 
-@kernel("GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool", accepts=dtype_accepts(FLOATS))
+@kernel("GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool", accepts=dtype_accepts(FLOATS | half.HALF))
+@half.via_float32
 def global_pool(ctx: KernelCtx) -> str:
     x = ctx.ins[0]
     dt = x.dtype

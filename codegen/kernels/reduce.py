@@ -25,6 +25,7 @@ from onnxc.passes.shapes.reduce import MVN_EPSILON, REDUCE_OPS, mvn_axes, reduce
 from onnxc.passes.shapes.shape_ops import RUNTIME
 
 from ..templating import c_string, render
+from . import half
 from .base import KernelCtx, kernel
 
 NUMERIC = frozenset({DType.FLOAT, DType.DOUBLE, DType.INT8, DType.UINT8, DType.INT16, DType.UINT16,
@@ -250,14 +251,17 @@ def _term(kind: str, x: str, dt: DType) -> str:
 
 def _reduce_accepts(node: Node) -> str | None:
     allowed = NUMERIC | {DType.BOOL} if node.op_type in ("ReduceMax", "ReduceMin") else NUMERIC
-    return _dtype_check(allowed)(node)
+    return _dtype_check(allowed | half.HALF)(node)
 
 
 @kernel(*REDUCE_OPS, accepts=_reduce_accepts)
+@half.via_float32
 def reduce_kernel(ctx: KernelCtx) -> str:
     op = ctx.node.op_type
     x, y = ctx.ins[0], ctx.outs[0]
-    dt = _require(ctx, NUMERIC | {DType.BOOL} if op in ("ReduceMax", "ReduceMin") else NUMERIC)
+    allowed = NUMERIC | {DType.BOOL} if op in ("ReduceMax", "ReduceMin") else NUMERIC
+    _require(ctx, allowed | half.HALF)
+    dt = x.dtype  # float for float16/bfloat16 (via_float32)
     axes = reduce_axes(ctx.node, x.rank)
     if axes is RUNTIME:
         from .reduce_dynamic import runtime_axes_body
@@ -371,9 +375,10 @@ def _axis(ctx: KernelCtx, default: int) -> int:
     return a + r if a < 0 else a
 
 
-@kernel("ArgMax", "ArgMin", accepts=_dtype_check(NUMERIC))
+@kernel("ArgMax", "ArgMin", accepts=_dtype_check(NUMERIC | half.HALF))
+@half.via_float32
 def arg_kernel(ctx: KernelCtx) -> str:
-    _require(ctx, NUMERIC)
+    _require(ctx, NUMERIC | half.HALF)
     x = ctx.ins[0]
     axis = _axis(ctx, 0)
     cmp = ">" if ctx.node.op_type == "ArgMax" else "<"

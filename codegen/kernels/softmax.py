@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from onnxc.passes.shapes.norm import SOFTMAX_OPS, softmax_axis
 
+from . import half
 from .base import KernelCtx, kernel
 from .nncommon import FLOATS, dtype_accepts, mfn, omp_for, prod
 
@@ -24,7 +25,8 @@ def _view(ctx: KernelCtx) -> tuple[str, str, str]:
     return outer, x.dims[axis], inner
 
 
-@kernel(*SOFTMAX_OPS, accepts=dtype_accepts(FLOATS))
+@kernel(*SOFTMAX_OPS, accepts=dtype_accepts(FLOATS | half.HALF))
+@half.via_float32
 def softmax(ctx: KernelCtx) -> str:
     dt = ctx.ins[0].dtype
     op = ctx.node.op_type

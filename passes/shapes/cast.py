@@ -50,10 +50,31 @@ def _cast(node: Node) -> list:
 
 NUMERIC = frozenset({DType.FLOAT, DType.DOUBLE, DType.BOOL, DType.INT8, DType.INT16, DType.INT32, DType.INT64,
                      DType.UINT8, DType.UINT16, DType.UINT32, DType.UINT64})
+HALF = frozenset({DType.FLOAT16, DType.BFLOAT16})
+CASTABLE = NUMERIC | HALF  # types Cast converts between (kernel and fold rule)
+
+
+def half_to_float(x: np.ndarray, dtype: DType) -> np.ndarray:
+    """float32 values of float16 / bfloat16 storage (exact); other arrays unchanged."""
+    if dtype == DType.BFLOAT16:
+        return (np.asarray(x, np.uint16).astype(np.uint32) << 16).view(np.float32)
+    if dtype == DType.FLOAT16:
+        return np.asarray(x, np.float16).astype(np.float32)
+    return x
+
+
+def float_to_bfloat16(x: np.ndarray) -> np.ndarray:
+    """bfloat16 bit patterns (uint16) of float32 values: round to nearest even, NaN stays quiet NaN."""
+    u = np.asarray(x, np.float32).view(np.uint32)
+    rounded = ((u + np.uint32(0x7FFF) + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+    nan = (u & 0x7FFFFFFF) > 0x7F800000
+    return np.where(nan, ((u >> 16) | 0x40).astype(np.uint16), rounded)
 
 
 def cast_array(x: np.ndarray, to: DType) -> np.ndarray:
-    """numpy twin of the C conversion."""
+    """numpy twin of the C conversion (``x`` holds values: half types already converted to float32)."""
+    if to == DType.BFLOAT16:
+        return float_to_bfloat16(x.astype(np.float32)).reshape(x.shape)
     if to == DType.BOOL:
         return x != 0
     if x.dtype.kind == "f" and to.is_int:
@@ -65,7 +86,9 @@ def cast_array(x: np.ndarray, to: DType) -> np.ndarray:
 def _fold_cast(node: Node, xs: list) -> list | None:
     to = target_type(node)
     src = node.inputs[0].dtype
-    if src not in NUMERIC or to not in NUMERIC:
+    if src not in CASTABLE or to not in CASTABLE:
         return None
+    if src == to:
+        return [np.asarray(xs[0])]
     with np.errstate(all="ignore"):
-        return [cast_array(np.asarray(xs[0]), to)]
+        return [cast_array(half_to_float(np.asarray(xs[0]), src), to)]
