@@ -222,7 +222,7 @@ class _Lowerer:
             b = self.buffers.get(bid) if bid is not None else None
             if b is None:
                 raise CompileError(f"graph output {v.name!r} has no storage")
-            if b.kind != "temp" or bid in claimed or b.shape != v.type.shape and b.kind != "temp":
+            if b.kind != "temp" or bid in claimed:  # inputs, weights and shared buffers: copy
                 b = self.copy_step(v, b)
             b.kind, b.index = "output", i
             claimed.add(b.id)
