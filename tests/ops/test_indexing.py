@@ -11,22 +11,17 @@ import pytest
 import onnxc
 from onnxc.ir import RuntimeFailure
 
-from .util import check_node, node_model
+from .util import check_node, i64, node_model, random_array
 
 rng = np.random.default_rng(2)
 BIG = np.iinfo(np.int64).max
 
 
 def _arr(shape, dt=np.float32) -> np.ndarray:
-    if dt is bool:
-        return rng.random(shape) > 0.5
-    if np.dtype(dt).kind in "iu":
-        return rng.integers(0, 100, shape).astype(dt)
-    return rng.standard_normal(shape).astype(dt)
+    return random_array(rng, shape, dt)
 
 
-def _i64(*v) -> np.ndarray:
-    return np.array(v, dtype=np.int64)
+_i64 = i64
 
 
 # -- Slice ----------------------------------------------------------------------------------------

@@ -62,3 +62,16 @@ def check_node(op_type: str, inputs: dict[str, np.ndarray], n_outputs: int = 1, 
         else:
             np.testing.assert_array_equal(g, w)
     return got
+
+
+def random_array(rng: np.random.Generator, shape, dt=np.float32) -> np.ndarray:
+    """Seeded test data of any numeric dtype or bool: normals for floats, 0..99 for ints."""
+    if dt is bool:
+        return rng.random(shape) > 0.5
+    if np.dtype(dt).kind in "iu":
+        return rng.integers(0, 100, shape).astype(dt)
+    return rng.standard_normal(shape).astype(dt)
+
+
+def i64(*v) -> np.ndarray:
+    return np.array(v, dtype=np.int64)
