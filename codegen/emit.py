@@ -24,18 +24,23 @@ def _single_sym(d: Dim) -> str | None:
     return None
 
 
-def _input_checks(p: Program) -> list[str]:
+def _input_checks(p: Program, prefix: str) -> list[str]:
     lines: list[str] = []
     late: list[str] = []
+    names, dimnames = f"{prefix}_input_names", f"{prefix}_dim_names"
     for i, (_name, b) in enumerate(p.inputs):
+        if b.is_value:
+            lines.append(f"    if (in[{i}].dtype != ONNXC_VALUE_DTYPE || !in[{i}].data) return onnxc_fail(rt, "
+                         f"ONNXC_ERR_INPUT, \"input '%s': expected a sequence or optional value\", {names}[{i}]);")
+            continue
         lines.append(f"    if (in[{i}].rank != {len(b.shape)}) return onnxc_fail(rt, ONNXC_ERR_INPUT, "
-                     f"\"input '%s': expected rank %d, got %d\", {_names()}[{i}], {len(b.shape)}, "
+                     f"\"input '%s': expected rank %d, got %d\", {names}[{i}], {len(b.shape)}, "
                      f"(int)in[{i}].rank);")
         for k, d in enumerate(b.shape):
             got = f"in[{i}].dims[{k}]"
             if isinstance(d, int):
                 lines.append(f"    if ({got} != {d}) return onnxc_fail(rt, ONNXC_ERR_INPUT, \"input '%s' axis "
-                             f"%d: expected %lld, got %lld\", {_names()}[{i}], {k}, (long long){d}, "
+                             f"%d: expected %lld, got %lld\", {names}[{i}], {k}, (long long){d}, "
                              f"(long long){got});")
                 continue
             s = _single_sym(d)
@@ -45,14 +50,14 @@ def _input_checks(p: Program) -> list[str]:
                 lines.append(
                     f"    if (!bound[{j}]) {{ D[{j}] = {got}; bound[{j}] = {code}; }}\n"
                     f"    else if (D[{j}] != {got}) return onnxc_fail(rt, ONNXC_ERR_INPUT, \"input '%s' axis %d:"
-                    f" dimension '%s' is %lld (from input '%s' axis %d) but got %lld\", {_names()}[{i}], {k}, "
-                    f"{_dims()}[{j}], (long long)D[{j}], {_names()}[(bound[{j}] - 1) / 16], "
+                    f" dimension '%s' is %lld (from input '%s' axis %d) but got %lld\", {names}[{i}], {k}, "
+                    f"{dimnames}[{j}], (long long)D[{j}], {names}[(bound[{j}] - 1) / 16], "
                     f"(bound[{j}] - 1) % 16, (long long){got});")
             else:
                 syms = sorted(free_symbols(d))
                 late.append(
                     f"    if ({got} != {p.dim_c(d)}) return onnxc_fail(rt, ONNXC_ERR_INPUT, \"input '%s' axis "
-                    f"%d: expected %s = %lld, got %lld\", {_names()}[{i}], {k}, {c_string(str(d))}, "
+                    f"%d: expected %s = %lld, got %lld\", {names}[{i}], {k}, {c_string(str(d))}, "
                     f"(long long)({p.dim_c(d)}), (long long){got});")
                 del syms
     return lines + late
@@ -61,18 +66,28 @@ def _input_checks(p: Program) -> list[str]:
 _PREFIX = "onnxc_model"
 
 
-def _names() -> str:
-    return f"{_PREFIX}_input_names"
+def emit_c(p: Program, prefix: str = _PREFIX) -> str:
+    """The complete C source of the model: exported ``<prefix>_run`` and ``<prefix>_free``."""
+    helpers = dict(p.helpers)
+    if any(p.is_dynamic(b) for b in p.buffers.values()):
+        helpers.setdefault("onnxc_shape", '#include "onnxc_shape.h"')
+    helpers.setdefault("onnxc_value", '#include "onnxc_value.h"')  # the ABI's value_free needs it
+    return render("model.c.j2", standalone=True, helpers=list(helpers.values()), subprograms=p.subprograms,
+                  **_program_values(p, prefix))
 
 
-def _dims() -> str:
-    return f"{_PREFIX}_dim_names"
+def emit_subprogram(p: Program, prefix: str) -> str:
+    """C of a body program (If branch, Loop/Scan body): a static ``<prefix>_run`` with the model ABI.
+    Its helpers went into the enclosing program's dict; its own subprograms are listed there too."""
+    p.helpers.setdefault("onnxc_value", '#include "onnxc_value.h"')
+    if any(p.is_dynamic(b) for b in p.buffers.values()):
+        p.helpers.setdefault("onnxc_shape", '#include "onnxc_shape.h"')
+    return render("model.c.j2", standalone=False, helpers=[], subprograms=[], **_program_values(p, prefix))
 
 
-def emit_c(p: Program) -> str:
-    """The complete C source of the model."""
+def _program_values(p: Program, prefix: str) -> dict:
     temps = []
-    dynamic = []  # buffers allocated by the run function after their producer's shape function
+    dynamic = []  # buffers allocated at run time: after their producer's shape function, or by it
     for b in p.buffers.values():
         if b.kind in ("temp", "output") and p.is_dynamic(b):
             dynamic.append(b)
@@ -90,21 +105,21 @@ def emit_c(p: Program) -> str:
     arena_bytes = plan[1] if plan is not None else None
     outputs = []
     for _name, b, shape in p.outputs:
-        outputs.append({"index": b.index, "rank": len(shape), "dtype": int(b.dtype), "early": b not in dynamic,
-                        "dims": [p.dim_c(d) for d in shape], "nbytes": _nbytes(p, b)})
+        outputs.append({"index": b.index, "rank": len(shape), "early": b not in dynamic,
+                        "dtype": "ONNXC_VALUE_DTYPE" if b.is_value else int(b.dtype),
+                        "free": "onnxc_value_free" if b.is_value else "free",
+                        "dims": [p.dim_c(d) for d in shape], "nbytes": "" if b.is_value else _nbytes(p, b)})
     steps = [{"fn": st.fn, "params": st.params, "body": None if st.body is None else _indent(st.body),
               "shape_params": [d for d, _ in st.in_params],
               "shape_body": None if st.shape_body is None else _indent(st.shape_body),
               "comment": _comment(st.node)} for st in p.steps]
-    helpers = dict(p.helpers)
-    if dynamic:
-        helpers.setdefault("onnxc_shape", '#include "onnxc_shape.h"')
-    return render("model.c.j2", prefix=_PREFIX, helpers=list(helpers.values()), steps=steps,
-                  input_names=[c_string(n) for n, _ in p.inputs],
-                  dim_names=[c_string(n) for n in p.dimvars], ndim_alloc=max(1, len(p.dimvars)),
-                  input_checks=_input_checks(p), outputs=outputs, temps=temps, run=_run_lines(p, dynamic),
-                  dynamic=[{"id": b.id, "ctype": b.dtype.c} for b in dynamic if b.kind == "temp"],
-                  arena_bytes=arena_bytes)
+    return dict(prefix=prefix, steps=steps,
+                input_names=[c_string(n) for n, _ in p.inputs],
+                dim_names=[c_string(n) for n in p.dimvars], ndim_alloc=max(1, len(p.dimvars)),
+                input_checks=_input_checks(p, prefix), outputs=outputs, temps=temps, run=_run_lines(p, dynamic),
+                dynamic=[{"id": b.id, "ctype": b.ctype, "free": "onnxc_value_free" if b.is_value else "free"}
+                         for b in dynamic if b.kind == "temp"],
+                arena_bytes=arena_bytes)
 
 
 def _run_lines(p: Program, dynamic: list[Buffer]) -> list[str]:
@@ -116,7 +131,7 @@ def _run_lines(p: Program, dynamic: list[Buffer]) -> list[str]:
             args = "".join(", " + _ptr(p, p.buffers[bid], False) for _, bid in st.in_params)
             lines.append(f"if ((st = {st.fn}_shape(rt, D{args}))) goto done;")
         for b in dynamic:
-            if b.first != si:
+            if b.first != si or b.owned:
                 continue
             dst = f"out[{b.index}].data" if b.kind == "output" else f"b{b.id}"
             dims = ", ".join(p.dim_c(d) for d in b.shape)
@@ -124,12 +139,44 @@ def _run_lines(p: Program, dynamic: list[Buffer]) -> list[str]:
             lines.append(f"  {dst} = onnxc_alloc_dims(sizeof({b.dtype.c}), {len(b.shape)}, dims_);")
             lines.append(f"  if (!{dst}) {{ st = onnxc_alloc_fail(rt, {c_string(_comment(st.node))}, "
                          f"{len(b.shape)}, dims_); goto done; }} }}")
-        if st.body is not None:
+        if st.body is not None and st.allocs is not None:
+            lines.extend(_allocating_call(p, st))
+        elif st.body is not None:
             args = "".join(", " + _ptr(p, p.buffers[bid], out) for bid, out in st.args)
             lines.append(f"if ((st = {st.fn}(rt, D{args}))) goto done;")
         for b in dynamic:
             if b.kind == "temp" and b.last == si:
-                lines.append(f"free(b{b.id}); b{b.id} = NULL;")
+                lines.append(f"{'onnxc_value_free' if b.is_value else 'free'}(b{b.id}); b{b.id} = NULL;")
+    return lines
+
+
+def _allocating_call(p: Program, st) -> list[str]:
+    """Call a kernel that allocates its outputs, take them over, read back and check their dims."""
+    n = len(st.allocs)
+    args = "".join(", " + _ptr(p, p.buffers[bid], False) for bid, out in st.args if not out)
+    args += "".join(f", &o_[{i}]" for i in range(n))
+    what = c_string(_comment(st.node))
+    lines = [f"{{ onnxc_tensor o_[{n}]; memset(o_, 0, sizeof o_);",
+             f"  if ((st = {st.fn}(rt, D{args}))) goto done;"]
+    for i, a in enumerate(st.allocs):
+        b = p.buffers[a.buffer]
+        dst = f"out[{b.index}].data" if b.kind == "output" else f"b{b.id}"
+        cast = "" if b.kind == "output" else f"({b.ctype} *)"
+        lines.append(f"  {dst} = {cast}o_[{i}].data;")
+    for i, a in enumerate(st.allocs):
+        if a.rank is None:
+            lines.append(f"  if (o_[{i}].dtype != ONNXC_VALUE_DTYPE) {{ st = onnxc_fail(rt, ONNXC_ERR_RUNTIME, "
+                         f"\"%s: output %d is not a value\", {what}, {i}); goto done; }}")
+            continue
+        lines.append(f"  if (o_[{i}].rank != {a.rank}) {{ st = onnxc_fail(rt, ONNXC_ERR_RUNTIME, \"%s: output %d "
+                     f"has rank %d, expected %d\", {what}, {i}, (int)o_[{i}].rank, {a.rank}); goto done; }}")
+        for ax, lv in a.defines:
+            lines.append(f"  {lv} = o_[{i}].dims[{ax}];")
+        for ax, expr in a.checks:
+            lines.append(f"  if (o_[{i}].dims[{ax}] != ({expr})) {{ st = onnxc_fail(rt, ONNXC_ERR_RUNTIME, "
+                         f"\"%s: output %d axis %d is %lld, expected %lld\", {what}, {i}, {ax}, "
+                         f"(long long)o_[{i}].dims[{ax}], (long long)({expr})); goto done; }}")
+    lines.append("}")
     return lines
 
 
@@ -141,7 +188,7 @@ def _static_size(b: Buffer) -> int:
 
 
 def _ptr(p: Program, b: Buffer, is_out: bool) -> str:
-    c = b.dtype.c
+    c = b.ctype
     if b.kind == "input":
         return f"(const {c} *)in[{b.index}].data"
     if b.kind == "weight":

@@ -23,8 +23,20 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from onnxc.ir import CompileError, Dim, DType, Model, Node, TensorType, UnsupportedOpError, Value
-from onnxc.ir.dims import free_symbols, to_c
+from onnxc.ir import (
+    CompileError,
+    Dim,
+    DType,
+    Graph,
+    Model,
+    Node,
+    OptionalType,
+    SequenceType,
+    TensorType,
+    UnsupportedOpError,
+    Value,
+)
+from onnxc.ir.dims import free_symbols, sym, to_c
 
 from .kernels import registry as kb
 from .kernels.base import KernelCtx, Operand
@@ -34,11 +46,30 @@ from .kernels.base import KernelCtx, Operand
 class Buffer:
     id: int
     kind: str              # input | weight | temp | output
-    dtype: DType
+    dtype: DType | None    # None: a sequence or optional value (an ``onnxc_value``)
     shape: tuple           # Dims of the value that owns the storage
     index: int = -1        # input/output position, weight byte offset, temp slot
     first: int = 0         # first step writing it (temps)
     last: int = 0          # last step reading it (temps)
+    owned: bool = False    # allocated at run time by the kernel that produces it
+
+    @property
+    def ctype(self) -> str:
+        return "onnxc_value" if self.dtype is None else self.dtype.c
+
+    @property
+    def is_value(self) -> bool:
+        return self.dtype is None
+
+
+@dataclass
+class AllocOut:
+    """What the run function does with output descriptor ``index`` of an allocating kernel."""
+
+    buffer: int
+    rank: int | None                  # None: a value (sequence/optional), no dims
+    defines: list[tuple[int, str]]    # (axis, D[k]) assigned from the descriptor
+    checks: list[tuple[int, str]]     # (axis, C expression) the descriptor's dim must equal
 
 
 @dataclass
@@ -49,6 +80,9 @@ class Step:
     args: list[tuple[int, bool]]   # (buffer id, is_output) per parameter, in order
     node: str                      # description for errors and profiles
     shape_body: str | None = None  # C statements of ``<fn>_shape(rt, D, <inputs>)``, binding run-time dims
+    # Kernels that allocate their outputs (``@kernel(..., allocates=True)``) fill ``onnxc_tensor``
+    # descriptors; per output: the dims the run function reads back into D[] and the ones it checks.
+    allocs: list[AllocOut] | None = None
 
     @property
     def in_params(self) -> list[tuple[str, int]]:
@@ -67,9 +101,13 @@ class Program:
     helpers: dict[str, str] = field(default_factory=dict)
     value_buffer: dict[int, int] = field(default_factory=dict)  # Value.id -> buffer id
     n_bound: int = 0                             # dimvars[:n_bound] are bound from the inputs
+    subprograms: list[str] = field(default_factory=list)  # C of the bodies of If/Loop/Scan nodes
 
     def is_dynamic(self, b: Buffer) -> bool:
-        """Whether ``b``'s size depends on a dimension variable defined at run time by a node."""
+        """Whether ``b`` is allocated at run time: by its producing kernel, or because its size depends
+        on a dimension variable defined at run time by a node."""
+        if b.owned:
+            return True
         late = set(self.dimvars[self.n_bound:])
         return any(free_symbols(d) & late for d in b.shape)
 
@@ -81,48 +119,66 @@ class Program:
 
 
 class _Lowerer:
-    def __init__(self, model: Model, threads: int):
+    def __init__(self, model: Model, threads: int, prefix: str = "", helpers: dict | None = None,
+                 counter: list | None = None):
         self.model = model
         self.g = model.graph
         self.threads = threads
+        self.prefix = prefix          # C names of this program's functions start with it
         self.buffers: dict[int, Buffer] = {}
         self.vbuf: dict[int, int] = {}
         self.steps: list[Step] = []
         self.blob = bytearray()
-        self.helpers: dict[str, str] = {}
+        self.helpers: dict[str, str] = {} if helpers is None else helpers
         self.dimvars: list[str] = []
+        self.subprograms: list[str] = []
+        self.counter = [0] if counter is None else counter  # subprogram numbering, shared by the tree
         self._nb = 0
 
     def new_buffer(self, kind: str, v: Value, index: int = -1) -> Buffer:
         t = v.type
-        b = Buffer(self._nb, kind, t.dtype, t.shape, index)
+        if isinstance(t, TensorType):
+            b = Buffer(self._nb, kind, t.dtype, t.shape, index)
+        else:
+            b = Buffer(self._nb, kind, None, (), index, owned=kind == "temp")
         self._nb += 1
         self.buffers[b.id] = b
         self.vbuf[v.id] = b.id
         return b
 
     def add_weight(self, v: Value) -> None:
+        if not isinstance(v.type, TensorType):
+            raise UnsupportedOpError(f"constant {v.name!r} of type {v.type} is not supported yet",
+                                     [("ai.onnx", f"constant of type {v.type}", 0)])
         arr = np.ascontiguousarray(np.asarray(v.const, dtype=v.type.dtype.np))
         if arr.dtype == object:
             raise UnsupportedOpError(f"string constant {v.name!r} is not supported yet",
                                      [("ai.onnx", "string tensors", 0)])
-        pad = (-len(self.blob)) % 64
-        self.blob += b"\0" * pad
-        off = len(self.blob)
-        self.blob += arr.tobytes()
+        off = self.append_blob(arr.tobytes())
         self.new_buffer("weight", v, off)
+
+    def append_blob(self, data: bytes) -> int:
+        """Append 64-byte aligned data to the weights blob; returns its offset."""
+        self.blob += b"\0" * ((-len(self.blob)) % 64)
+        off = len(self.blob)
+        self.blob += data
+        return off
 
     def dim_c(self, d: Dim) -> str:
         return to_c(d, lambda s: f"D[{self.dimvars.index(s)}]")
 
     def operand(self, v: Value, ptr: str) -> Operand:
         t = v.type
+        if not isinstance(t, TensorType):
+            return Operand(ptr, v, None, (), [], None)
         return Operand(ptr, v, t.dtype, t.shape, [self.dim_c(d) for d in t.shape], v.const)
 
     def run(self) -> Program:
         g = self.g
         for v in g.inputs:
             t = v.type
+            if isinstance(t, (SequenceType, OptionalType)):
+                continue
             if not isinstance(t, TensorType) or t.shape is None:
                 raise UnsupportedOpError(f"graph input {v.name!r} of type {t} is not supported yet",
                                          [("ai.onnx", f"input type {t}", 0)])
@@ -140,10 +196,12 @@ class _Lowerer:
         outputs = self.place_outputs()
         self.plan_lifetimes()
         return Program(inputs, outputs, self.buffers, self.steps, self.dimvars, bytes(self.blob),
-                       self.helpers, self.vbuf, n_bound)
+                       self.helpers, self.vbuf, n_bound, self.subprograms)
 
     def check_dims(self, node: Node, v: Value) -> None:
         t = v.type
+        if isinstance(t, (SequenceType, OptionalType)):
+            return
         if not isinstance(t, TensorType) or t.shape is None:
             raise UnsupportedOpError(f"{node.describe()}: output {v.name!r} has type {t}; only tensors "
                                      "of known rank are supported yet", [(node.domain or "ai.onnx",
@@ -154,6 +212,9 @@ class _Lowerer:
                 raise UnsupportedOpError(
                     f"{node.describe()}: output {v.name!r} has data-dependent dims {unknown}; not supported "
                     "yet", [(node.domain or "ai.onnx", node.op_type, node.version)])
+
+    def step_name(self) -> str:
+        return f"{self.prefix}k{len(self.steps)}"
 
     def lower_node(self, node: Node) -> None:
         kd = kb.lookup(node)
@@ -169,7 +230,12 @@ class _Lowerer:
         ins = [None if v is None else self.operand(v, f"in{i}") for i, v in enumerate(node.inputs)]
         outs = [self.operand(v, f"out{i}") for i, v in enumerate(node.outputs)]
         ctx = KernelCtx(node, ins, outs, self.dim_c, self.helpers, self.threads)
-        shape_body = self.shape_function(node, ctx) if node.defines_dims else None
+        ctx.subprogram = self.subprogram
+        if kd.allocates:
+            ctx.defines = {name: f"D[{self.dimvars.index(name)}]" for name in node.defines_dims}
+            shape_body = None
+        else:
+            shape_body = self.shape_function(node, ctx) if node.defines_dims else None
         params, args = [], []
         for i, (v, op) in enumerate(zip(node.inputs, ins)):
             if v is None:
@@ -179,14 +245,54 @@ class _Lowerer:
         if kd.alias:
             self.vbuf[node.outputs[0].id] = self.vbuf[node.inputs[0].id]
             if shape_body is not None:
-                self.steps.append(Step(f"k{len(self.steps)}", None, params, args, node.describe(), shape_body))
+                self.steps.append(Step(self.step_name(), None, params, args, node.describe(), shape_body))
             return
         body = self.call(kd.fn, ctx)
+        allocs = [] if kd.allocates else None
         for i, v in enumerate(node.outputs):
             b = self.new_buffer("temp", v)
-            params.append(f"{outs[i].ctype} *restrict out{i}")
             args.append((b.id, True))
-        self.steps.append(Step(f"k{len(self.steps)}", body, params, args, node.describe(), shape_body))
+            if allocs is None:
+                params.append(f"{outs[i].ctype} *restrict out{i}")
+                continue
+            b.owned = True
+            params.append(f"onnxc_tensor *restrict out{i}")
+            allocs.append(self.alloc_out(node, ctx, b, v))
+        if allocs is not None:
+            assigned = {lv for a in allocs for _, lv in a.defines}
+            missing = [n for n, lv in ctx.defines.items() if lv not in assigned]
+            if missing:
+                raise CompileError(f"{node.describe()}: run-time dims {sorted(missing)} are not output dims")
+        self.steps.append(Step(self.step_name(), body, params, args, node.describe(), shape_body, allocs))
+
+    def alloc_out(self, node: Node, ctx: KernelCtx, b: Buffer, v: Value) -> AllocOut:
+        """How the run function takes over output ``v`` of an allocating kernel."""
+        if b.is_value:
+            return AllocOut(b.id, None, [], [])
+        defines, checks = [], []
+        for ax, d in enumerate(b.shape):
+            lv = ctx.lvalue(d)
+            if lv is not None:
+                defines.append((ax, lv))
+            else:
+                checks.append((ax, self.dim_c(d)))
+        return AllocOut(b.id, len(b.shape), defines, checks)
+
+    def subprogram(self, body: Graph) -> tuple[str, int]:
+        """Compile a closed body graph (If branch, Loop/Scan body) into this translation unit as a
+        static run function; returns (function name, offset of its weights in this blob)."""
+        from onnxc.passes.pipeline import optimize
+
+        from .emit import emit_subprogram
+
+        _generalize_formals(body)
+        sub = optimize(Model(body, dict(self.model.opset_imports), dict(self.model.functions)))
+        name = f"onnxc_sg{self.counter[0]}"
+        self.counter[0] += 1
+        prog = _Lowerer(sub, self.threads, name + "_", self.helpers, self.counter).run()
+        self.subprograms.extend(prog.subprograms)
+        self.subprograms.append(emit_subprogram(prog, name))
+        return f"{name}_run", self.append_blob(prog.weights)
 
     @staticmethod
     def call(fn, ctx: KernelCtx) -> str:
@@ -226,17 +332,27 @@ class _Lowerer:
                 b = self.copy_step(v, b)
             b.kind, b.index = "output", i
             claimed.add(b.id)
-            outs.append((v.name, b, v.type.shape))
+            outs.append((v.name, b, v.type.shape if isinstance(v.type, TensorType) else ()))
         return outs
 
     def copy_step(self, v: Value, src: Buffer) -> Buffer:
         """A step copying ``src`` into a fresh buffer for output ``v`` (outputs own their memory)."""
-        b = Buffer(self._nb, "temp", v.type.dtype, v.type.shape)
+        b = Buffer(self._nb, "temp", src.dtype, src.shape, owned=src.is_value)
         self._nb += 1
         self.buffers[b.id] = b
+        if src.is_value:
+            self.helpers.setdefault("onnxc_value", '#include "onnxc_value.h"')
+            body = ("onnxc_value *c = onnxc_value_clone(in0);\n"
+                    "if (!c) return onnxc_fail(rt, ONNXC_ERR_MEMORY, \"out of memory copying a value\");\n"
+                    "*out0 = onnxc_value_desc(c);\nreturn 0;")
+            self.steps.append(Step(self.step_name(), body, ["const onnxc_value *restrict in0",
+                                                             "onnxc_tensor *restrict out0"],
+                                   [(src.id, False), (b.id, True)], f"copy to output {v.name!r}",
+                                   allocs=[AllocOut(b.id, None, [], [])]))
+            return b
         n = " * ".join(f"({self.dim_c(d)})" for d in v.type.shape) or "1"
         body = f"memcpy(out0, in0, (size_t)({n}) * sizeof({v.type.dtype.c}));\nreturn 0;"
-        self.steps.append(Step(f"k{len(self.steps)}", body,
+        self.steps.append(Step(self.step_name(), body,
                                [f"const {v.type.dtype.c} *restrict in0", f"{v.type.dtype.c} *restrict out0"],
                                [(src.id, False), (b.id, True)], f"copy to output {v.name!r}"))
         return b
@@ -252,6 +368,23 @@ class _Lowerer:
                     b.last = max(b.last, si)
                 else:
                     b.last = max(b.last, si)
+
+
+def _generalize_formals(body: Graph) -> None:
+    """Formal inputs of a body get dims a run function can bind: compound dims (``2*N``) become
+    symbols of their own (the caller's checks keep them consistent)."""
+    for v in body.inputs:
+        t = v.type
+        if not isinstance(t, TensorType) or t.shape is None:
+            continue
+        dims = tuple(d if isinstance(d, int) or _single_symbol(d) else sym(f"{v.name}[{ax}]")
+                     for ax, d in enumerate(t.shape))
+        if dims != t.shape:
+            v.type = TensorType(t.dtype, dims)
+
+
+def _single_symbol(d: Dim) -> bool:
+    return len(free_symbols(d)) == 1 and d == sym(next(iter(free_symbols(d))))
 
 
 def lower(model: Model, threads: int = 1) -> Program:

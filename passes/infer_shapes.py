@@ -15,6 +15,7 @@ from onnxc.ir import Graph, Model, ShapeError, TensorType, UnsupportedOpError
 from .base import PassResult
 from .expand_function_ops import expand_node
 from .fold_constants import try_fold
+from .inline_if import inline_constant_if
 from .shapes.registry import rule_for
 
 
@@ -22,6 +23,10 @@ def infer_graph(g: Graph, fold: bool = True) -> None:
     pending = list(reversed(g.nodes))  # a stack: expanded function ops push their new nodes
     while pending:
         node = pending.pop()
+        taken = inline_constant_if(node)
+        if taken is not None:
+            pending.extend(reversed(taken))
+            continue
         rule = rule_for(node)
         if rule is None:
             expanded = expand_node(node)

@@ -18,6 +18,7 @@ from .eliminate_dead_code import eliminate_dead_code
 from .fold_constants import fold_constants
 from .infer_shapes import infer_shapes
 from .inline_functions import inline_functions
+from .lift_captures import lift_captures
 from .remove_identities import remove_identities
 
 Step = tuple[str, Callable[[Model], PassResult]]
@@ -26,6 +27,7 @@ Step = tuple[str, Callable[[Model], PassResult]]
 def steps() -> list[Step]:
     return [
         ("inline_functions", inline_functions),
+        ("lift_captures", lift_captures),
         ("eliminate_dead_code", eliminate_dead_code),
         ("infer_shapes", infer_shapes),
         ("fold_constants", fold_constants),

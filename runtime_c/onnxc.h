@@ -40,6 +40,7 @@ typedef struct onnxc_rt {
     char *err;     /* message buffer of errlen bytes */
     size_t errlen;
     int threads;   /* threads kernels may use (OpenMP) */
+    const unsigned char *W; /* the weights blob (subprograms find theirs at an offset) */
 } onnxc_rt;
 
 /* Record an error message; returns the status so kernels can `return onnxc_fail(...)`. */

@@ -23,6 +23,12 @@ which reads the input data, validates it (``onnxc_fail`` naming the node) and as
 variable: ``ctx.defines`` maps each name to its C lvalue (``D[k]``), ``ctx.lvalue(dim)`` gives it for
 an output dim. The run function calls it right before the kernel and allocates the buffers whose
 sizes depend on those variables in between.
+
+Kernels whose output sizes are only known once they ran (If, Loop, Scan, sequence ops) register
+with ``allocates=True``: each output parameter is then an ``onnxc_tensor *outK`` descriptor the
+kernel fills with memory from ``onnxc_alloc`` (ownership passes to the run function), rank and dims;
+sequence/optional outputs point ``data`` at an ``onnxc_value`` (runtime_c/onnxc_value.h). The run
+function reads the node's run-time dims back from the descriptors and checks the others.
 """
 
 from __future__ import annotations
@@ -42,14 +48,14 @@ class Operand:
 
     ptr: str            # C name of the pointer parameter inside the kernel body
     value: Value
-    dtype: DType
+    dtype: DType | None  # None: a sequence/optional (``const onnxc_value *``)
     shape: tuple        # tuple of Dim
     dims: list[str]     # C expressions for each dim
     const: np.ndarray | None = None
 
     @property
     def ctype(self) -> str:
-        return self.dtype.c
+        return "onnxc_value" if self.dtype is None else self.dtype.c
 
     @property
     def rank(self) -> int:
@@ -86,6 +92,8 @@ class KernelCtx:
     helpers: dict[str, str] = field(default_factory=dict)
     threads: int = 1
     defines: dict[str, str] = field(default_factory=dict)  # run-time dim name -> C lvalue (shape functions)
+    # Compile a closed body graph into the translation unit: (run function name, weights offset).
+    subprogram: Callable | None = None
 
     def dim(self, d: Dim) -> str:
         return self.dim_c(d)
@@ -118,6 +126,7 @@ class KernelDef:
     fn: Callable[[KernelCtx], str] | None
     alias: bool = False
     accepts: Callable[[Node], str | None] | None = None  # returns a reason when the node is unsupported
+    allocates: bool = False  # outputs are ``onnxc_tensor *`` descriptors the kernel fills (see module doc)
 
 
 KERNELS: dict[tuple[str, str], KernelDef] = {}
@@ -126,7 +135,7 @@ SHAPE_FNS: dict[tuple[str, str], Callable[[KernelCtx], str]] = {}
 
 def kernel(*ops: str, domain: str = "", alias: bool = False,
            accepts: Callable[[Node], str | None] | None = None,
-           shape_fn: Callable[[KernelCtx], str] | None = None):
+           shape_fn: Callable[[KernelCtx], str] | None = None, allocates: bool = False):
     """Register a lowering for ``ops`` (ONNX op types) of ``domain``; ``shape_fn`` renders the shape
     function of nodes with data-dependent output shapes."""
 
@@ -139,7 +148,7 @@ def kernel(*ops: str, domain: str = "", alias: bool = False,
                 if reason:
                     raise NotImplementedError(reason)
                 return fn(ctx)
-        kd = KernelDef(ops, domain, None if alias else run, alias, accepts)
+        kd = KernelDef(ops, domain, None if alias else run, alias, accepts, allocates)
         for op in ops:
             KERNELS[(domain, op)] = kd
             if shape_fn is not None:

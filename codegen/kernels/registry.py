@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from . import (  # noqa: F401
     cast,
+    control_flow,
     conv,  # noqa: F401
     elementwise,
     gather,

@@ -2,6 +2,7 @@
 
 from . import (  # noqa: F401
     cast,
+    control_flow,
     conv,  # noqa: F401
     elementwise,
     indexing,
