@@ -28,8 +28,15 @@ class TensorInfo:
     dtype: np.dtype
     elem_type: DType
     shape: tuple
+    type: object = None  # the IR type; a SequenceType/OptionalType for non-tensor values
+
+    @property
+    def is_tensor(self) -> bool:
+        return isinstance(self.type, TensorType) or self.type is None
 
     def __repr__(self) -> str:
+        if not self.is_tensor:
+            return f"TensorInfo({self.name!r}, {self.type})"
         return f"TensorInfo({self.name!r}, {self.elem_type.name.lower()}, {list(self.shape)})"
 
 
@@ -47,9 +54,15 @@ def _ml_dtype(dt: DType) -> np.dtype | None:
     return np.dtype(getattr(ml_dtypes, names[dt]))
 
 
-def _info(name: str, t: TensorType) -> TensorInfo:
+def _info(name: str, t) -> TensorInfo:
+    if not isinstance(t, TensorType):  # sequence / optional: its innermost element type
+        e = t
+        while not isinstance(e, TensorType) and hasattr(e, "elem"):
+            e = e.elem
+        dt = e.dtype if isinstance(e, TensorType) else DType.UNDEFINED
+        return TensorInfo(name, np.dtype(object), dt, (), t)
     shape = tuple(d if isinstance(d, int) else str(d) for d in t.shape or ())
-    return TensorInfo(name, t.dtype.np, t.dtype, shape)
+    return TensorInfo(name, t.dtype.np, t.dtype, shape, t)
 
 
 class CompiledModel:
@@ -74,6 +87,9 @@ class CompiledModel:
             if info.name not in feeds:
                 raise InputError(f"missing input {info.name!r}; the model's inputs are {self._in_names}")
             a = feeds[info.name]
+            if not info.is_tensor:  # a list (sequence) or None/element (optional): converted natively
+                arrays.append(a)
+                continue
             if not isinstance(a, np.ndarray):
                 a = np.asarray(a)
             if a.dtype != info.dtype:
@@ -150,9 +166,12 @@ def compile(model, *, threads: int | None = None, cache_dir: str | os.PathLike |
         cfg = CompilerConfig(cc=cfg.cc, flags=tuple(flags))
     so = build_cached(source, cfg, cache_dir)
     t4 = time.perf_counter()
-    outs = [_info(n, TensorType(b.dtype, shape)) for n, b, shape in program.outputs]
+    outs = [_info(n, TensorType(b.dtype, shape) if not b.is_value else v.type)
+            for (n, b, shape), v in zip(program.outputs, m.graph.outputs)]
     ins = [_info(v.name, v.type) for v in m.graph.inputs]
-    native = NativeModel(Path(so), program.weights, [b.dtype for _, b, _ in program.outputs], nthreads)
+    native = NativeModel(Path(so), program.weights, [o.type if not o.is_tensor else b.dtype
+                                                    for o, (_, b, _) in zip(outs, program.outputs)], nthreads,
+                         [None if i.is_tensor else i.type for i in ins])
     timings = {"load": t1 - t0, "passes": t2 - t1, "codegen": t3 - t2, "build": t4 - t3,
                "total": time.perf_counter() - t0}
     return CompiledModel(native, ins, outs, m, program, source, timings)

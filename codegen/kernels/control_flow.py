@@ -273,7 +273,7 @@ def scan_kernel(ctx: KernelCtx) -> str:
     L.append("    }")
     # final states: owned results, or copies of the inputs when no step ran; batched: one per entry
     if batched:
-        for j, s in enumerate(states):
+        for j in range(len(states)):
             out = ctx.outs[j]
             L += [f"    if (b_ == 0) {{ out{j}->rank = cur_[{j}].rank + 1; out{j}->dtype = {int(out.dtype)};",
                   f"        out{j}->dims[0] = B_;",
@@ -315,4 +315,49 @@ def scan_kernel(ctx: KernelCtx) -> str:
     if batched:
         L += [f"free(out{j}->data); out{j}->data = NULL;" for j in range(ns)]
     L.append("return st_;")
+    return "\n".join(L)
+
+
+@kernel("SequenceMap", allocates=True)
+def sequence_map_kernel(ctx: KernelCtx) -> str:
+    ctx.helper("onnxc_value", HEADER)
+    node = ctx.node
+    body_fn, off = ctx.subprogram(node.attr("body"))
+    ins = onnx_inputs(node)
+    ni, nc, no = len(ins), len(captures(node)), len(node.outputs)
+    L = ["int st_ = 0;", f"onnxc_tensor sin_[{ni + nc}], so_[{no}];", f"onnxc_value *res_[{no}] = {{0}};",
+         "memset(sin_, 0, sizeof sin_); memset(so_, 0, sizeof so_);", "const int64_t n_ = in0->n;"]
+    for j in range(ni):
+        op = ctx.ins[j]
+        if op.dtype is None:
+            L.append(f"if (in{j}->kind != ONNXC_SEQUENCE || in{j}->n != n_) return onnxc_fail(rt, ONNXC_ERR_RUNTIME, "
+                     f"\"SequenceMap: input {j} is not a sequence of the length of input 0\");")
+        else:
+            L += describe(op, f"sin_[{j}]")
+    L += capture_lines(ctx, "sin_", ni)
+    for k in range(no):
+        dt = ctx.outs[k].value.type.elem.dtype
+        L += [f"res_[{k}] = onnxc_value_new(ONNXC_SEQUENCE, {int(dt)});",
+              f"if (!res_[{k}]) {{ st_ = onnxc_fail(rt, ONNXC_ERR_MEMORY, \"SequenceMap: out of memory\"); "
+              "goto fail_; }"]
+    L.append("for (int64_t i = 0; i < n_; i++) {")
+    for j in range(ni):
+        if ctx.ins[j].dtype is None:
+            L.append(f"    sin_[{j}] = in{j}->items[i]->t;")
+    L += ["    memset(so_, 0, sizeof so_);",
+          f"    st_ = {call(body_fn, off, 'sin_', 'so_')};",
+          "    if (st_) goto fail_;",
+          f"    for (int k = 0; k < {no}; k++) {{",
+          "        onnxc_value *it = so_[k].dtype == ONNXC_VALUE_DTYPE ? (onnxc_value *)so_[k].data : "
+          "onnxc_value_adopt(&so_[k]);",
+          "        if (!it || onnxc_seq_insert(res_[k], res_[k]->n, it)) { onnxc_value_free(it); st_ = onnxc_fail(rt, "
+          "ONNXC_ERR_MEMORY, \"SequenceMap: out of memory\"); goto fail_; }",
+          "        so_[k].data = NULL;",
+          "    }",
+          "}"]
+    L += [f"*out{k} = onnxc_value_desc(res_[{k}]);" for k in range(no)]
+    L += ["return 0;", "fail_:",
+          f"for (int k = 0; k < {no}; k++) {{ if (so_[k].data) onnxc_desc_release(&so_[k]); "
+          "onnxc_value_free(res_[k]); }",
+          "return st_;"]
     return "\n".join(L)

@@ -16,6 +16,7 @@ from . import (  # noqa: F401
     reduce,
     reduce_dynamic,
     select,
+    sequences,
     slice_pad,
     softmax,  # noqa: F401
 )

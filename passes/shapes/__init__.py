@@ -12,5 +12,6 @@ from . import (  # noqa: F401
     pool,  # noqa: F401
     reduce,
     select,
+    sequences,
     shape_ops,
 )

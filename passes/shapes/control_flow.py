@@ -20,6 +20,7 @@ from onnxc.ir.dims import free_symbols, sym
 from ..lift_captures import captures, onnx_inputs
 from .common import fail, runtime_dim
 from .registry import shape_rule
+from .sequences import hint
 
 BOOL_SCALAR = TensorType(DType.BOOL, ())
 INT64_SCALAR = TensorType(DType.INT64, ())
@@ -74,7 +75,7 @@ def export_type(node: Node, k: int, t, known: set[str], lead: int = 0):
 def _loose(t):
     """Element type of a sequence crossing a body boundary: its dims are only known at run time."""
     if isinstance(t, TensorType):
-        return TensorType(t.dtype, None)
+        return hint(t)
     if isinstance(t, SequenceType):
         return SequenceType(_loose(t.elem))
     return t
@@ -110,9 +111,16 @@ def _if(node: Node) -> list:
     return [merge_types(node, k, a, b, known) for k, (a, b) in enumerate(zip(then_t, else_t))]
 
 
-def _same(a, b) -> bool:
+def _same(a, b, free: frozenset = frozenset()) -> bool:
+    """Whether carried formal type ``a`` covers body result ``b``; axes whose formal dim is one of
+    the ``free`` (generalized) symbols match any dim: it is bound anew every iteration."""
+    if isinstance(a, OptionalType) and not isinstance(b, OptionalType):
+        return _same(a.elem, b)  # a present optional and its element share one run-time form
     if isinstance(a, TensorType) and isinstance(b, TensorType):
-        return a.dtype == b.dtype and a.shape == b.shape
+        if a.dtype != b.dtype or a.shape is None or b.shape is None or len(a.shape) != len(b.shape):
+            return a == b
+        return all(x == y or (free_symbols(x) <= free and free_symbols(x) and x == sym(next(iter(free_symbols(x)))))
+                   for x, y in zip(a.shape, b.shape))
     if isinstance(a, (SequenceType, OptionalType)) and type(a) is type(b):
         return _same(a.elem, b.elem) or (isinstance(a.elem, TensorType) and isinstance(b.elem, TensorType)
                                          and a.elem.dtype == b.elem.dtype)
@@ -131,6 +139,10 @@ def _generalize(node: Node, formal_name: str, t_in, t_out):
         dims = tuple(a if a == b else sym(f"{formal_name}[{ax}]")
                      for ax, (a, b) in enumerate(zip(t_in.shape, t_out.shape)))
         return TensorType(t_in.dtype, dims)
+    if isinstance(t_out, OptionalType) and not isinstance(t_in, OptionalType):
+        return _generalize(node, formal_name, OptionalType(t_in), t_out)
+    if isinstance(t_in, OptionalType) and not isinstance(t_out, OptionalType):
+        return OptionalType(_generalize(node, formal_name, t_in.elem, t_out))
     if isinstance(t_in, (SequenceType, OptionalType)):
         return type(t_in)(_loose(t_in.elem))
     raise fail(node, f"loop-carried value {formal_name!r}: unsupported type {t_in}")
@@ -142,14 +154,18 @@ def infer_carried(node: Node, body: Graph, head: list, carried: list, tail: list
     before/after the carried ones; body outputs ``offset...offset+n`` are the carried results.
     Returns (carried formal types, body output types)."""
     carried = list(carried)
+    free: set[str] = set()
     for _ in range(4):
         outs = infer_body(node, body, head + carried + tail)
         new = outs[offset:offset + n_out_carried]
-        if all(_same(a, b) for a, b in zip(carried, new)):
+        if all(_same(a, b, frozenset(free)) for a, b in zip(carried, new)):
             return carried, outs
         base = len(head)
-        carried = [c if _same(c, o) else _generalize(node, body.inputs[base + j].name, c, o)
+        carried = [c if _same(c, o, frozenset(free)) else _generalize(node, body.inputs[base + j].name, c, o)
                    for j, (c, o) in enumerate(zip(carried, new))]
+        for j, c in enumerate(carried):  # the symbols _generalize made
+            if isinstance(c, TensorType) and c.shape is not None:
+                free |= {f"{body.inputs[base + j].name}[{ax}]" for ax in range(len(c.shape))}
     raise UnsupportedOpError(f"{node.describe()}: the shapes of its loop-carried values do not settle",
                              [(node.domain or "ai.onnx", node.op_type, node.version)])
 
@@ -235,3 +251,28 @@ def _scan(node: Node) -> list:
         dims.insert(ax, lengths[0])
         result.append(TensorType(t.dtype, ((batch,) if batched else ()) + tuple(dims)))
     return result
+
+
+@shape_rule("SequenceMap")
+def _sequence_map(node: Node) -> list:
+    body: Graph = node.attr("body")
+    formal = []
+    for j, v in enumerate(onnx_inputs(node)):
+        t = v.type
+        if j == 0 and not isinstance(t, SequenceType):
+            raise fail(node, f"input 0 must be a sequence, got {t}")
+        if isinstance(t, SequenceType):
+            e = t.elem
+            if not isinstance(e, TensorType) or e.shape is None:
+                raise UnsupportedOpError(f"{node.describe()}: the rank of input {j}'s tensors is unknown",
+                                         [(node.domain or "ai.onnx", node.op_type, node.version)])
+            t = TensorType(e.dtype, tuple(d if isinstance(d, int) else sym(f"{body.inputs[j].name}[{ax}]")
+                                          for ax, d in enumerate(e.shape)))
+        formal.append(t)
+    outs = infer_body(node, body, formal)
+    if len(outs) != len(node.outputs):
+        raise fail(node, f"the body returns {len(outs)} values, the node has {len(node.outputs)} outputs")
+    for k, t in enumerate(outs):
+        if not isinstance(t, TensorType):
+            raise fail(node, f"body output {k} must be a tensor, got {t}")
+    return [SequenceType(hint(t)) for t in outs]

@@ -1,0 +1,257 @@
+"""Sequence and optional ops over ``onnxc_value`` trees (runtime_c/onnxc_value.h).
+
+Sequence values are immutable once built: ops that "modify" a sequence (SequenceInsert/Erase)
+return a new value holding copies, so a sequence read by several nodes stays intact. Tensors
+taken out of a value (SequenceAt, ConcatFromSequence, OptionalGetElement) are fresh allocations
+handed to the run function (``allocates=True``), which reads their run-time dims.
+"""
+
+from __future__ import annotations
+
+from .base import KernelCtx, Operand, kernel
+from .control_flow import HEADER, describe
+
+OOM = 'return onnxc_fail(rt, ONNXC_ERR_MEMORY, "%s: out of memory", NODE_);'
+
+
+def _prelude(ctx: KernelCtx) -> list[str]:
+    ctx.helper("onnxc_value", HEADER)
+    from ..templating import c_string
+
+    return [f"static const char NODE_[] = {c_string(ctx.node.describe()[:160])};"]
+
+
+def _position(op: Operand | None, n: str, default: str, upper: str, var: str = "pos_") -> list[str]:
+    """Read a position input into ``var`` (0-based), accepting -n..upper-1; fail outside."""
+    if op is None:
+        return [f"int64_t {var} = {default};"]
+    return [f"int64_t {var} = (int64_t){op.ptr}[0];",
+            f"if ({var} < -({n}) || {var} >= {upper}) return onnxc_fail(rt, ONNXC_ERR_RUNTIME, "
+            f"\"%s: position %lld is out of range for a sequence of length %lld\", NODE_, (long long){var}, "
+            f"(long long)({n}));",
+            f"if ({var} < 0) {var} += {n};"]
+
+
+def _item_from(op: Operand, var: str) -> list[str]:
+    """``onnxc_value *var``: a tensor value copying operand ``op``."""
+    return ["{ onnxc_tensor d_; memset(&d_, 0, sizeof d_);", *("  " + x for x in describe(op, "d_")),
+            f"  {var} = onnxc_value_from_tensor(&d_); }}"]
+
+
+@kernel("SequenceEmpty", allocates=True)
+def sequence_empty(ctx: KernelCtx) -> str:
+    L = _prelude(ctx)
+    dt = int(ctx.node.attr("dtype", 1))
+    L += [f"onnxc_value *s = onnxc_value_new(ONNXC_SEQUENCE, {dt});", f"if (!s) {OOM}",
+          "*out0 = onnxc_value_desc(s);", "return 0;"]
+    return "\n".join(L)
+
+
+@kernel("SequenceConstruct", allocates=True)
+def sequence_construct(ctx: KernelCtx) -> str:
+    L = _prelude(ctx)
+    L += [f"onnxc_value *s = onnxc_value_new(ONNXC_SEQUENCE, {int(ctx.ins[0].dtype)}), *it = NULL;",
+          f"if (!s) {OOM}"]
+    for op in ctx.ins:
+        L += _item_from(op, "it")
+        L += ["if (!it || onnxc_seq_insert(s, s->n, it)) { onnxc_value_free(it); onnxc_value_free(s); "
+              + OOM + " }"]
+    L += ["*out0 = onnxc_value_desc(s);", "return 0;"]
+    return "\n".join(L)
+
+
+@kernel("SequenceInsert", allocates=True)
+def sequence_insert(ctx: KernelCtx) -> str:
+    L = _prelude(ctx)
+    pos = ctx.ins[2] if len(ctx.ins) > 2 else None
+    L += _position(pos, "in0->n", "in0->n", "in0->n + 1")
+    L += [f"if (in0->n && in0->elem_dtype != {int(ctx.ins[1].dtype)}) return onnxc_fail(rt, ONNXC_ERR_RUNTIME, "
+          "\"%s: inserting a tensor of another element type\", NODE_);",
+          "onnxc_value *s = onnxc_value_clone(in0), *it = NULL;", f"if (!s) {OOM}",
+          f"s->elem_dtype = {int(ctx.ins[1].dtype)};"]
+    L += _item_from(ctx.ins[1], "it")
+    L += ["if (!it || onnxc_seq_insert(s, pos_, it)) { onnxc_value_free(it); onnxc_value_free(s); " + OOM + " }",
+          "*out0 = onnxc_value_desc(s);", "return 0;"]
+    return "\n".join(L)
+
+
+@kernel("SequenceErase", allocates=True)
+def sequence_erase(ctx: KernelCtx) -> str:
+    L = _prelude(ctx)
+    pos = ctx.ins[1] if len(ctx.ins) > 1 else None
+    L += ["if (in0->n == 0) return onnxc_fail(rt, ONNXC_ERR_RUNTIME, \"%s: erasing from an empty sequence\", "
+          "NODE_);"]
+    L += _position(pos, "in0->n", "in0->n - 1", "in0->n")
+    L += ["onnxc_value *s = onnxc_value_clone(in0);", f"if (!s) {OOM}",
+          "onnxc_value_free(s->items[pos_]);",
+          "memmove(s->items + pos_, s->items + pos_ + 1, (size_t)(s->n - pos_ - 1) * sizeof(onnxc_value *));",
+          "s->n--;", "*out0 = onnxc_value_desc(s);", "return 0;"]
+    return "\n".join(L)
+
+
+def _copy_out(var: str, expect_dtype: int, rank: int) -> list[str]:
+    """Copy tensor value ``var`` into descriptor out0, checking element type and rank."""
+    return [f"if ({var}->kind != ONNXC_TENSOR || {var}->t.dtype != {expect_dtype} || {var}->t.rank != {rank}) "
+            "return onnxc_fail(rt, ONNXC_ERR_RUNTIME, \"%s: the element is not a rank-"
+            f"{rank} tensor of type {expect_dtype}\", NODE_);",
+            f"if (onnxc_desc_copy(&{var}->t, out0)) {OOM}"]
+
+
+@kernel("SequenceAt", allocates=True)
+def sequence_at(ctx: KernelCtx) -> str:
+    L = _prelude(ctx)
+    L += _position(ctx.ins[1], "in0->n", "0", "in0->n")
+    L += _copy_out("in0->items[pos_]", int(ctx.outs[0].dtype), ctx.outs[0].rank)
+    L.append("return 0;")
+    return "\n".join(L)
+
+
+@kernel("SequenceLength")
+def sequence_length(ctx: KernelCtx) -> str:
+    ctx.helper("onnxc_value", HEADER)
+    return "out0[0] = in0->n;\nreturn 0;"
+
+
+@kernel("SplitToSequence", allocates=True)
+def split_to_sequence(ctx: KernelCtx) -> str:
+    L = _prelude(ctx)
+    x = ctx.ins[0]
+    split = ctx.ins[1] if len(ctx.ins) > 1 else None
+    r = x.rank
+    axis = ctx.attr("axis", 0) % r
+    keep = bool(ctx.attr("keepdims", 1)) or split is not None
+    outer = " * ".join(["(int64_t)1"] + [f"({d})" for d in x.dims[:axis]])
+    inner = " * ".join(["(int64_t)1"] + [f"({d})" for d in x.dims[axis + 1:]])
+    L += [f"const int64_t len_ = {x.dims[axis]}, outer_ = {outer}, inner_ = {inner};",
+          f"const size_t es_ = sizeof({x.ctype});",
+          f"onnxc_value *s = onnxc_value_new(ONNXC_SEQUENCE, {int(x.dtype)});", f"if (!s) {OOM}",
+          "int64_t nparts_, chunk_ = 1;"]
+    if split is None:
+        L.append("nparts_ = len_;")
+    elif split.rank == 0:
+        L += [f"chunk_ = (int64_t){split.ptr}[0];",
+              "if (chunk_ <= 0) { onnxc_value_free(s); return onnxc_fail(rt, ONNXC_ERR_RUNTIME, "
+              "\"%s: split size %lld must be positive\", NODE_, (long long)chunk_); }",
+              "nparts_ = (len_ + chunk_ - 1) / chunk_;"]
+    else:
+        L += [f"nparts_ = {split.dims[0]};",
+              "{ int64_t tot_ = 0; for (int64_t p = 0; p < nparts_; p++) { if (" + split.ptr + "[p] < 0) tot_ = -1 - len_;"
+              f" else tot_ += {split.ptr}[p]; }}",
+              "  if (tot_ != len_) { onnxc_value_free(s); return onnxc_fail(rt, ONNXC_ERR_RUNTIME, \"%s: split "
+              "sizes do not add up to the axis length %lld\", NODE_, (long long)len_); } }"]
+    size = f"{split.ptr}[p]" if split is not None and split.rank == 1 else "(chunk_ < len_ - start_ ? chunk_ : len_ - start_)"
+    L += ["int64_t start_ = 0;",
+          "for (int64_t p = 0; p < nparts_; p++) {",
+          f"    int64_t n_ = {size};",
+          f"    onnxc_value *it = onnxc_value_new(ONNXC_TENSOR, {int(x.dtype)});",
+          "    if (!it) { onnxc_value_free(s); " + OOM + " }",
+          f"    it->t.dtype = {int(x.dtype)};"]
+    k = 0
+    for a in range(r):
+        if a == axis:
+            if keep:
+                L.append(f"    it->t.dims[{k}] = n_;")
+                k += 1
+            continue
+        L.append(f"    it->t.dims[{k}] = {x.dims[a]};")
+        k += 1
+    L += [f"    it->t.rank = {k};",
+          "    it->t.data = onnxc_alloc((size_t)(outer_ * n_ * inner_) * es_);",
+          "    if (!it->t.data || onnxc_seq_insert(s, s->n, it)) { onnxc_value_free(it); onnxc_value_free(s); "
+          + OOM + " }",
+          "    for (int64_t o = 0; o < outer_; o++)",
+          f"        memcpy((char *)it->t.data + (size_t)(o * n_ * inner_) * es_, (const char *){x.ptr} + "
+          "(size_t)((o * len_ + start_) * inner_) * es_, (size_t)(n_ * inner_) * es_);",
+          "    start_ += n_;",
+          "}",
+          "*out0 = onnxc_value_desc(s);", "return 0;"]
+    return "\n".join(L)
+
+
+@kernel("ConcatFromSequence", allocates=True)
+def concat_from_sequence(ctx: KernelCtx) -> str:
+    L = _prelude(ctx)
+    y = ctx.outs[0]
+    r = y.rank
+    new_axis = bool(ctx.attr("new_axis", 0))
+    axis = ctx.attr("axis") % r
+    er = r - 1 if new_axis else r
+    L += ["if (in0->n == 0) return onnxc_fail(rt, ONNXC_ERR_RUNTIME, \"%s: the sequence is empty\", NODE_);",
+          "const onnxc_tensor *f_ = &in0->items[0]->t;",
+          f"const size_t es_ = sizeof({y.ctype});",
+          "int64_t tot_ = 0;",
+          "for (int64_t i = 0; i < in0->n; i++) {",
+          "    const onnxc_tensor *t = &in0->items[i]->t;",
+          f"    if (in0->items[i]->kind != ONNXC_TENSOR || t->dtype != {int(y.dtype)} || t->rank != {er}) "
+          "return onnxc_fail(rt, ONNXC_ERR_RUNTIME, \"%s: element %lld is not a rank-" + str(er) + " tensor of the "
+          "sequence's type\", NODE_, (long long)i);",
+          f"    for (int a = 0; a < {er}; a++) if (a != {axis if not new_axis else -1} && t->dims[a] != f_->dims[a]) "
+          "return onnxc_fail(rt, ONNXC_ERR_RUNTIME, \"%s: element %lld has dim %lld on axis %d, element 0 has "
+          "%lld\", NODE_, (long long)i, (long long)t->dims[a], a, (long long)f_->dims[a]);",
+          f"    tot_ += {'1' if new_axis else f't->dims[{axis}]'};",
+          "}",
+          f"out0->rank = {r}; out0->dtype = {int(y.dtype)};"]
+    if new_axis:
+        L += [f"for (int a = 0, k = 0; a < {r}; a++) out0->dims[a] = a == {axis} ? tot_ : f_->dims[k++];",
+              "int64_t outer_ = 1, inner_ = 1;",
+              f"for (int a = 0; a < {axis}; a++) outer_ *= f_->dims[a];",
+              f"for (int a = {axis}; a < {er}; a++) inner_ *= f_->dims[a];"]
+    else:
+        L += [f"for (int a = 0; a < {r}; a++) out0->dims[a] = a == {axis} ? tot_ : f_->dims[a];",
+              "int64_t outer_ = 1, inner_ = 1;",
+              f"for (int a = 0; a < {axis}; a++) outer_ *= f_->dims[a];",
+              f"for (int a = {axis} + 1; a < {er}; a++) inner_ *= f_->dims[a];"]
+    L += ["out0->data = onnxc_alloc(onnxc_tensor_nbytes(out0));", f"if (!out0->data) {OOM}",
+          "int64_t at_ = 0;",
+          "for (int64_t i = 0; i < in0->n; i++) {",
+          "    const onnxc_tensor *t = &in0->items[i]->t;",
+          f"    int64_t n_ = {'1' if new_axis else f't->dims[{axis}]'};",
+          "    for (int64_t o = 0; o < outer_; o++)",
+          "        memcpy((char *)out0->data + (size_t)((o * tot_ + at_) * inner_) * es_, (const char *)t->data + "
+          "(size_t)(o * n_ * inner_) * es_, (size_t)(n_ * inner_) * es_);",
+          "    at_ += n_;",
+          "}",
+          "return 0;"]
+    return "\n".join(L)
+
+
+@kernel("Optional", allocates=True)
+def optional(ctx: KernelCtx) -> str:
+    L = _prelude(ctx)
+    x = ctx.ins[0] if ctx.ins else None
+    if x is None:
+        L += ["onnxc_value *v = onnxc_value_new(ONNXC_NONE, 0);"]
+    elif x.dtype is None:
+        L += [f"onnxc_value *v = onnxc_value_clone({x.ptr});"]
+    else:
+        L += ["onnxc_value *v = NULL;"] + _item_from(x, "v")
+    L += [f"if (!v) {OOM}", "*out0 = onnxc_value_desc(v);", "return 0;"]
+    return "\n".join(L)
+
+
+@kernel("OptionalHasElement")
+def optional_has_element(ctx: KernelCtx) -> str:
+    ctx.helper("onnxc_value", HEADER)
+    x = ctx.ins[0] if ctx.ins else None
+    if x is None:
+        return "out0[0] = 0;\nreturn 0;"
+    if x.dtype is not None:
+        return f"(void){x.ptr};\nout0[0] = 1;\nreturn 0;"
+    return f"out0[0] = {x.ptr}->kind != ONNXC_NONE;\nreturn 0;"
+
+
+@kernel("OptionalGetElement", allocates=True)
+def optional_get_element(ctx: KernelCtx) -> str:
+    L = _prelude(ctx)
+    x, y = ctx.ins[0], ctx.outs[0]
+    if x.dtype is not None:  # a plain tensor (opset 18): a copy of it
+        L += ["onnxc_tensor d_; memset(&d_, 0, sizeof d_);", *describe(x, "d_"), f"if (onnxc_desc_copy(&d_, out0)) {OOM}"]
+    else:
+        L += [f"if ({x.ptr}->kind == ONNXC_NONE) return onnxc_fail(rt, ONNXC_ERR_RUNTIME, \"%s: the optional is "
+              "empty\", NODE_);"]
+        if y.dtype is None:
+            L += [f"onnxc_value *v = onnxc_value_clone({x.ptr});", f"if (!v) {OOM}", "*out0 = onnxc_value_desc(v);"]
+        else:
+            L += _copy_out(x.ptr, int(y.dtype), y.rank)
+    L.append("return 0;")
+    return "\n".join(L)
