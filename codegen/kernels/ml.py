@@ -1,0 +1,90 @@
+"""Kernels of ai.onnx.ml LabelEncoder, ArrayFeatureExtractor and Binarizer.
+
+LabelEncoder looks keys up by binary search in a table sorted at compile time (strcmp order for
+strings; a NaN key is tested separately), with the values in a parallel table; string values are
+pointers to static literals, so no string is made at run time. Opset 1's int64 -> string form
+indexes ``classes_strings``. ArrayFeatureExtractor gathers along the last axis after checking every
+index (like onnxruntime, negative indices are errors); it moves strings as pointers.
+"""
+
+from __future__ import annotations
+
+from onnxc.ir import DType, Node
+from onnxc.passes.shapes.ml import ML, label_map
+
+from ..templating import c_string
+from .base import KernelCtx, kernel
+from .copyutil import cprod
+from .ctables import literal, table, typed_table
+
+_LABEL_TYPES = frozenset({DType.STRING, DType.INT64, DType.INT32, DType.INT16, DType.FLOAT, DType.DOUBLE})
+
+
+def _label_accepts(node: Node) -> str | None:
+    for v in (node.input(0), node.outputs[0]):
+        t = getattr(v, "type", None)
+        if t is not None and getattr(t, "dtype", None) is not None and t.dtype not in _LABEL_TYPES:
+            return f"{t.dtype.short} tensors are not supported"
+    return None
+
+
+@kernel("LabelEncoder", domain=ML, accepts=_label_accepts)
+def label_encoder(ctx: KernelCtx) -> str:
+    m = label_map(ctx.node)
+    x = ctx.ins[0]
+    vals = typed_table(ctx, m.value_type, m.values)
+    dflt = literal(m.default, m.value_type)
+    lines = [f"const int64_t n_ = {x.numel()};", "for (int64_t i = 0; i < n_; i++) {"]
+    if m.index:
+        lines += ["const int64_t v = (int64_t)in0[i];",
+                  f"out0[i] = v >= 0 && v < {len(m.values)} ? {vals}[v] : {dflt};", "}", "return 0;"]
+        return "\n".join(lines)
+    if m.key_type == DType.STRING:
+        keys = table(ctx, "onnxc_str", [literal(k, DType.STRING) for k in m.keys])
+        lines += ["const char *v = in0[i];", "int64_t lo = 0, hi = " + str(len(m.keys)) + ";", "int hit = 0;",
+                  "while (lo < hi) {", "const int64_t mid = (lo + hi) / 2;", f"const int c = strcmp({keys}[mid], v);",
+                  "if (c == 0) { lo = mid; hit = 1; break; }", "if (c < 0) lo = mid + 1; else hi = mid;", "}"]
+    else:
+        floats = m.key_type in (DType.FLOAT, DType.DOUBLE)
+        kt = "double" if floats else "int64_t"
+        keys = table(ctx, kt, [literal(k, DType.DOUBLE if floats else DType.INT64) for k in m.keys])
+        lines.append(f"const {kt} v = ({kt})in0[i];")
+        if floats:
+            nan = dflt if m.nan_value is None else literal(m.nan_value, m.value_type)
+            lines.append(f"if (v != v) {{ out0[i] = {nan}; continue; }}")
+        lines += [f"int64_t lo = 0, hi = {len(m.keys)};", "while (lo < hi) {", "const int64_t mid = (lo + hi) / 2;",
+                  f"if ({keys}[mid] < v) lo = mid + 1; else hi = mid;", "}",
+                  f"const int hit = lo < {len(m.keys)} && {keys}[lo] == v;"]
+    lines += [f"out0[i] = hit ? {vals}[lo] : {dflt};", "}", "return 0;"]
+    return "\n".join(lines)
+
+
+_AFE_TYPES = frozenset({DType.FLOAT, DType.DOUBLE, DType.INT64, DType.INT32, DType.STRING})
+
+
+def _afe_accepts(node: Node) -> str | None:
+    t = getattr(node.input(0), "type", None)
+    dt = getattr(t, "dtype", None)
+    return None if dt is None or dt in _AFE_TYPES else f"{dt.short} tensors are not supported"
+
+
+@kernel("ArrayFeatureExtractor", domain=ML, accepts=_afe_accepts)
+def array_feature_extractor(ctx: KernelCtx) -> str:
+    x, ind = ctx.ins[0], ctx.ins[1]
+    who = c_string(ctx.node.describe())
+    return "\n".join([
+        f"const int64_t c_ = {x.dims[-1]}, rows_ = {cprod(x.dims[:-1]) if x.rank > 1 else '1'}, k_ = {ind.numel()};",
+        "for (int64_t k = 0; k < k_; k++)",
+        f"if (in1[k] < 0 || in1[k] >= c_) return onnxc_fail(rt, ONNXC_ERR_RUNTIME, \"%s: index %lld is out of range "
+        f"for the last axis of size %lld\", {who}, (long long)in1[k], (long long)c_);",
+        "for (int64_t r = 0; r < rows_; r++)",
+        "for (int64_t k = 0; k < k_; k++) out0[r * k_ + k] = in0[r * c_ + in1[k]];",
+        "return 0;"])
+
+
+@kernel("Binarizer", domain=ML)
+def binarizer(ctx: KernelCtx) -> str:
+    x = ctx.ins[0]
+    thr = literal(float(ctx.attr("threshold", 0.0)), DType.DOUBLE)
+    return (f"for (int64_t i = 0; i < {x.numel()}; i++) out0[i] = ({x.ctype})((double)in0[i] > {thr});\n"
+            "return 0;")

@@ -1,0 +1,141 @@
+"""Kernel of TfIdfVectorizer (ai.onnx, opset 9).
+
+At compile time the pool of n-grams becomes a trie (built exactly as the reference and onnxruntime
+build theirs: n-gram ids count every pool entry, also of sizes outside [min_gram_length,
+max_gram_length], and a repeated n-gram keeps the last id) and then static tables: the sorted
+vocabulary of pool items, and per trie node its children (sorted token numbers, child node) and the
+output column it counts into (or -1). At run time each row's items become token numbers by binary
+search, then for each skip distance every start position walks the trie, counting every n-gram of
+at least the current minimum size; unigrams count in the first pass only. The counts are weighted
+per ``mode``: TF (counts), IDF (weight, or 1, where the count is positive), TFIDF (count * weight).
+"""
+
+from __future__ import annotations
+
+from onnxc.ir import DType, Node, ShapeError
+from onnxc.passes.shapes.ml import tfidf_output_size
+
+from ..templating import c_string
+from .base import KernelCtx, kernel
+from .ctables import float_lit, int_table, str_lit, table
+
+MODES = ("TF", "IDF", "TFIDF")
+
+
+class Trie:
+    """Node 0 is the root; ``children[k]`` maps a pool item to a node, ``ngram[k]`` is its n-gram id."""
+
+    def __init__(self) -> None:
+        self.children: list[dict] = [{}]
+        self.ngram: list[int] = [0]
+
+    def child(self, k: int, item) -> int:
+        c = self.children[k].get(item)
+        if c is None:
+            c = len(self.children)
+            self.children[k][item] = c
+            self.children.append({})
+            self.ngram.append(0)
+        return c
+
+
+def build_trie(node: Node) -> tuple[Trie, list]:
+    """The n-gram trie of the pool and the pool items; errors name the node."""
+    ints, strs = node.attr("pool_int64s"), node.attr("pool_strings")
+    if (ints is None) == (strs is None):
+        raise ShapeError(f"{node.describe()}: exactly one of pool_int64s and pool_strings must be set")
+    pool = [int(v) for v in ints] if ints is not None else [
+        v.decode("utf-8", "surrogateescape") if isinstance(v, bytes) else str(v) for v in strs]
+    counts = [int(c) for c in node.attr("ngram_counts", [])]
+    lo, hi = int(node.attr("min_gram_length", 1)), int(node.attr("max_gram_length", 1))
+    trie, next_id = Trie(), 1
+    for size, start in enumerate(counts, start=1):
+        end = counts[size] if size < len(counts) else len(pool)
+        if not 0 <= start <= end <= len(pool):
+            raise ShapeError(f"{node.describe()}: ngram_counts {counts} do not fit a pool of {len(pool)} items")
+        n = (end - start) // size
+        if not lo <= size <= hi:
+            next_id += n
+            continue
+        for g in range(n):
+            k = 0
+            for item in pool[start + g * size:start + (g + 1) * size]:
+                k = trie.child(k, item)
+            trie.ngram[k] = next_id
+            next_id += 1
+    return trie, pool
+
+
+def _accepts(node: Node) -> str | None:
+    if node.attr("mode") not in MODES:
+        return f"mode {node.attr('mode')!r} is not one of {list(MODES)}"
+    return None
+
+
+@kernel("TfIdfVectorizer", accepts=_accepts)
+def tfidf(ctx: KernelCtx) -> str:
+    node, x = ctx.node, ctx.ins[0]
+    trie, _ = build_trie(node)
+    lo, hi = int(node.attr("min_gram_length", 1)), int(node.attr("max_gram_length", 1))
+    skip = int(node.attr("max_skip_count", 0))
+    indexes = [int(i) for i in node.attr("ngram_indexes", [])]
+    size = tfidf_output_size(node)
+    weights = [float(w) for w in node.attr("weights", []) or []]
+    if weights and len(weights) < size:
+        raise ShapeError(f"{node.describe()}: weights has {len(weights)} entries for {size} outputs")
+    if lo < 1 or hi < lo or skip < 0 or any(i < 0 for i in indexes):
+        raise ShapeError(f"{node.describe()}: invalid gram lengths [{lo}, {hi}], max_skip_count {skip} or ngram_indexes")
+    strings = x.dtype == DType.STRING
+    if strings != (node.attr("pool_strings") is not None):
+        raise ShapeError(f"{node.describe()}: a {x.dtype.short} input needs "
+                         f"{'pool_strings' if strings else 'pool_int64s'}")
+    vocab = sorted({item for ch in trie.children for item in ch},
+                   key=(lambda s: s.encode("utf-8", "surrogateescape")) if strings else None)
+    token = {item: i for i, item in enumerate(vocab)}
+    start, toks, kids, out = [0], [], [], []
+    for k, ch in enumerate(trie.children):
+        for item, c in sorted(ch.items(), key=lambda e: token[e[0]]):
+            toks.append(token[item])
+            kids.append(c)
+        start.append(len(toks))
+        g = trie.ngram[k]
+        if g > len(indexes):
+            raise ShapeError(f"{node.describe()}: n-gram {g} has no entry in ngram_indexes ({len(indexes)} entries)")
+        out.append(indexes[g - 1] if g else -1)
+    voc = (table(ctx, "onnxc_str", [str_lit(s) for s in vocab]) if strings else int_table(ctx, vocab))
+    t_start, t_tok, t_kid, t_out = (int_table(ctx, v, "int32_t") for v in (start, toks, kids, out))
+    rows, cols = (x.dims[0], x.dims[1]) if x.rank == 2 else ("1", x.dims[0] if x.rank == 1 else "1")
+    less = f"strcmp({voc}[mid], v) < 0" if strings else f"{voc}[mid] < v"
+    equal = f"strcmp({voc}[lo], v) == 0" if strings else f"{voc}[lo] == v"
+    vdecl = "const char *v = row[j];" if strings else "const int64_t v = (int64_t)row[j];"
+    weight = (lambda i: f"{table(ctx, 'float', [float_lit(w, True) for w in weights[:size]])}[{i}]") if weights else (
+        lambda i: "1.0f")
+    mode = node.attr("mode")
+    finish = {"TF": [], "IDF": [f"for (int64_t i = 0; i < {size}; i++) y[i] = y[i] > 0.0f ? {weight('i')} : 0.0f;"],
+              "TFIDF": [f"for (int64_t i = 0; i < {size}; i++) y[i] *= {weight('i')};"]}[mode]
+    if mode == "TFIDF" and not weights:
+        finish = []
+    return "\n".join([
+        f"const int64_t rows_ = {rows}, c_ = {cols};",
+        "int32_t *tok = (int32_t *)malloc((size_t)(c_ > 0 ? c_ : 1) * sizeof(int32_t));",
+        f"if (!tok) return onnxc_fail(rt, ONNXC_ERR_MEMORY, \"%s: out of memory\", {c_string(node.describe())});",
+        "for (int64_t r = 0; r < rows_; r++) {",
+        f"const {x.ctype} *row = in0 + r * c_;", f"float *y = out0 + r * {size};",
+        f"for (int64_t i = 0; i < {size}; i++) y[i] = 0.0f;",
+        "for (int64_t j = 0; j < c_; j++) {", vdecl, f"int64_t lo = 0, hi = {len(vocab)};",
+        "while (lo < hi) { const int64_t mid = (lo + hi) / 2; if (" + less + ") lo = mid + 1; else hi = mid; }",
+        f"tok[j] = lo < {len(vocab)} && {equal} ? (int32_t)lo : -1;", "}",
+        f"int64_t min_n = {lo};",
+        f"for (int64_t s = 1; s <= {skip + 1}; s++) {{",
+        "for (int64_t i0 = 0; i0 < c_; i0++) {",
+        "if (i0 + s * (min_n - 1) >= c_) break;",
+        "int32_t k = 0;",
+        f"for (int64_t n = 1, i = i0; n <= {hi} && i < c_ && {t_start}[k] < {t_start}[k + 1]; n++, i += s) {{",
+        "const int32_t t = tok[i];", "if (t < 0) break;",
+        f"int32_t a = {t_start}[k], b = {t_start}[k + 1];",
+        f"while (a < b) {{ const int32_t mid = (a + b) / 2; if ({t_tok}[mid] < t) a = mid + 1; else b = mid; }}",
+        f"if (a >= {t_start}[k + 1] || {t_tok}[a] != t) break;",
+        f"k = {t_kid}[a];",
+        f"if (n >= min_n && {t_out}[k] >= 0) y[{t_out}[k]] += 1.0f;", "}", "}",
+        "if (min_n == 1) {", "min_n = 2;", f"if (min_n > {hi}) break;", "}", "}",
+        *finish, "}", "free(tok);", "return 0;"])

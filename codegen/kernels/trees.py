@@ -1,0 +1,263 @@
+"""Kernel of ai.onnx.ml TreeEnsemble (opset 5).
+
+The attributes are validated at compile time (every reachable node and leaf index in range, trees
+acyclic, targets in range, one membership set per BRANCH_MEMBER node) and flattened into static
+tables: per node its feature, mode, threshold and two child references (``>= 0``: a node, ``< 0``:
+leaf ``-ref - 1``). At run time every row walks every tree; comparisons run in double, as in the
+reference, and a NaN feature follows the true branch where ``nodes_missing_value_tracks_true`` says
+so. Leaf weights aggregate per target in double (SUM, AVERAGE = SUM / number of trees, MIN, MAX; a
+target no leaf reached is 0, as in onnxruntime), then ``post_transform`` applies per row: SOFTMAX,
+LOGISTIC, SOFTMAX_ZERO (zeros stay zero) or PROBIT (the normal quantile, sqrt(2) erfinv(2x - 1)).
+Rows run in parallel (OpenMP) when the model may use several threads.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from onnxc.ir import Node, ShapeError
+from onnxc.passes.shapes.ml import ML, tree_targets
+
+from ..templating import c_string
+from . import half
+from .base import KernelCtx, kernel
+from .ctables import double_table, int_table
+
+_CMP = {0: "v <= {s}", 1: "v < {s}", 2: "v >= {s}", 3: "v > {s}", 4: "v == {s}", 5: "v != {s}"}
+
+_PROBIT = r"""
+/* The standard normal quantile (probit) of p: Acklam's rational approximation refined by one Halley
+ * step with erfc, accurate to about 1e-15. */
+static double onnxc_probit(double p) {
+    static const double a[6] = {-3.969683028665376e+01, 2.209460984245205e+02, -2.759285104469687e+02,
+                                1.383577518672690e+02, -3.066479806614716e+01, 2.506628277459239e+00};
+    static const double b[5] = {-5.447609879822406e+01, 1.615858368580409e+02, -1.556989798598866e+02,
+                                6.680131188771972e+01, -1.328068155288572e+01};
+    static const double c[6] = {-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e+00,
+                                -2.549732539343734e+00, 4.374664141464968e+00, 2.938163982698783e+00};
+    static const double d[4] = {7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e+00,
+                                3.754408661907416e+00};
+    if (!(p > 0.0)) return p == 0.0 ? -INFINITY : NAN;
+    if (!(p < 1.0)) return p == 1.0 ? INFINITY : NAN;
+    double x;
+    if (p < 0.02425) {
+        const double q = sqrt(-2.0 * log(p));
+        x = (((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) /
+            ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1.0);
+    } else if (p > 1.0 - 0.02425) {
+        const double q = sqrt(-2.0 * log(1.0 - p));
+        x = -(((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) /
+            ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1.0);
+    } else {
+        const double q = p - 0.5, r = q * q;
+        x = (((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * q /
+            (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1.0);
+    }
+    const double e = 0.5 * erfc(-x / 1.4142135623730951) - p;
+    const double u = e * 2.5066282746310002 * exp(x * x / 2.0);
+    return x - u / (1.0 + x * u / 2.0);
+}
+"""
+
+
+@dataclass
+class Forest:
+    """A TreeEnsemble's trees as flat tables (see the module doc)."""
+
+    roots: list[int]
+    feature: list[int]
+    mode: list[int]
+    split: list[float]
+    true_ref: list[int]
+    false_ref: list[int]
+    missing: list[int]
+    leaf_target: list[int]
+    leaf_weight: list[float]
+    set_off: list[int] = field(default_factory=list)
+    set_len: list[int] = field(default_factory=list)
+    members: list[float] = field(default_factory=list)
+
+
+def _ints(node: Node, name: str, default=None) -> list[int]:
+    v = node.attr(name, default)
+    if v is None:
+        raise ShapeError(f"{node.describe()}: attribute {name!r} is required")
+    return [int(x) for x in np.asarray(v).reshape(-1).tolist()]
+
+
+def _floats(node: Node, name: str) -> list[float]:
+    v = node.attr(name)
+    return [] if v is None else [float(x) for x in np.asarray(v, dtype=np.float64).reshape(-1).tolist()]
+
+
+def forest(node: Node) -> Forest:
+    """Validate a TreeEnsemble's attributes and flatten its trees; errors name the node."""
+    def bad(msg: str) -> ShapeError:
+        return ShapeError(f"{node.describe()}: {msg}")
+
+    feature, modes = _ints(node, "nodes_featureids"), _ints(node, "nodes_modes")
+    tnode, fnode = _ints(node, "nodes_truenodeids"), _ints(node, "nodes_falsenodeids")
+    tleaf, fleaf = _ints(node, "nodes_trueleafs"), _ints(node, "nodes_falseleafs")
+    splits = _floats(node, "nodes_splits")
+    n = len(feature)
+    missing = _ints(node, "nodes_missing_value_tracks_true", [0] * n)
+    lists = {"nodes_modes": modes, "nodes_truenodeids": tnode, "nodes_falsenodeids": fnode,
+             "nodes_trueleafs": tleaf, "nodes_falseleafs": fleaf, "nodes_splits": splits,
+             "nodes_missing_value_tracks_true": missing}
+    for name, vals in lists.items():
+        if len(vals) != n:
+            raise bad(f"{name} has {len(vals)} entries, nodes_featureids has {n}")
+    targets, weights = _ints(node, "leaf_targetids"), _floats(node, "leaf_weights")
+    if len(targets) != len(weights):
+        raise bad(f"leaf_targetids has {len(targets)} entries, leaf_weights has {len(weights)}")
+    nt = tree_targets(node)
+    if any(not 0 <= t < nt for t in targets):
+        raise bad(f"leaf_targetids must be in [0, {nt})")
+    if any(not 0 <= m <= 6 for m in modes):
+        raise bad("nodes_modes entries must be in [0, 6]")
+    if any(f < 0 for f in feature):
+        raise bad("nodes_featureids must not be negative")
+    f = Forest([], feature, modes, splits, [], [], [1 if m else 0 for m in missing], targets, weights)
+    for k in range(n):
+        for leaf, ref, refs in ((tleaf[k], tnode[k], f.true_ref), (fleaf[k], fnode[k], f.false_ref)):
+            limit = len(targets) if leaf else n
+            if not 0 <= ref < limit:
+                raise bad(f"node {k} refers to {'leaf' if leaf else 'node'} {ref}, out of range [0, {limit})")
+            refs.append(-ref - 1 if leaf else ref)
+    members = _floats(node, "membership_values")
+    sets, cur = [], []
+    for v in members:
+        if math.isnan(v):
+            sets.append(sorted(set(cur)))
+            cur = []
+        else:
+            cur.append(v)
+    n_member = sum(1 for m in modes if m == 6)
+    if len(sets) != n_member:
+        raise bad(f"membership_values holds {len(sets)} NaN-delimited sets for {n_member} BRANCH_MEMBER nodes")
+    it = iter(sets)
+    for m in modes:
+        s = next(it) if m == 6 else []
+        f.set_off.append(len(f.members))
+        f.set_len.append(len(s))
+        f.members += s
+    for r in _ints(node, "tree_roots"):
+        if not 0 <= r < n:
+            raise bad(f"tree root {r} is out of range [0, {n})")
+        _check_acyclic(f, r, bad)
+        f.roots.append(r)
+    return f
+
+
+def _check_acyclic(f: Forest, root: int, bad) -> None:
+    state: dict[int, int] = {}  # 1: on the current path, 2: done
+    stack = [(root, 0)]
+    while stack:
+        k, i = stack.pop()
+        if i == 0:
+            if state.get(k) == 1:
+                raise bad(f"the tree at root {root} has a cycle through node {k}")
+            if state.get(k) == 2:
+                continue
+            state[k] = 1
+        children = [c for c in (f.true_ref[k], f.false_ref[k]) if c >= 0]
+        if i < len(children):
+            stack.append((k, i + 1))
+            c = children[i]
+            if state.get(c) == 1:
+                raise bad(f"the tree at root {root} has a cycle through node {c}")
+            if state.get(c) != 2:
+                stack.append((c, 0))
+        else:
+            state[k] = 2
+
+
+def _accepts(node: Node) -> str | None:
+    agg, post = int(node.attr("aggregate_function", 1)), int(node.attr("post_transform", 0))
+    if agg not in (0, 1, 2, 3):
+        return f"aggregate_function {agg} is not one of 0 (AVERAGE), 1 (SUM), 2 (MIN), 3 (MAX)"
+    if post not in (0, 1, 2, 3, 4):
+        return f"post_transform {post} is not one of 0..4"
+    return None
+
+
+def _post(post: int, t: int) -> list[str]:
+    """C applying post_transform ``post`` to ``acc[0..t)``."""
+    if post == 1:
+        return ["{ double m = acc[0], s = 0.0;", f"for (int64_t j = 1; j < {t}; j++) if (acc[j] > m) m = acc[j];",
+                f"for (int64_t j = 0; j < {t}; j++) {{ acc[j] = exp(acc[j] - m); s += acc[j]; }}",
+                f"for (int64_t j = 0; j < {t}; j++) acc[j] /= s; }}"]
+    if post == 2:
+        return [f"for (int64_t j = 0; j < {t}; j++) acc[j] = 1.0 / (1.0 + exp(-acc[j]));"]
+    if post == 3:
+        return ["{ double m = acc[0], s = 0.0;", f"for (int64_t j = 1; j < {t}; j++) if (acc[j] > m) m = acc[j];",
+                f"for (int64_t j = 0; j < {t}; j++) if (acc[j] != 0.0) {{ acc[j] = exp(acc[j] - m); s += acc[j]; }}",
+                f"if (s > 0.0) for (int64_t j = 0; j < {t}; j++) acc[j] /= s; }}"]
+    if post == 4:
+        return [f"for (int64_t j = 0; j < {t}; j++) acc[j] = onnxc_probit(acc[j]);"]
+    return []
+
+
+@kernel("TreeEnsemble", domain=ML, accepts=_accepts)
+def tree_ensemble(ctx: KernelCtx) -> str:
+    f = forest(ctx.node)
+    x, y = ctx.ins[0], ctx.outs[0]
+    nt, agg, post = tree_targets(ctx.node), int(ctx.attr("aggregate_function", 1)), int(ctx.attr("post_transform", 0))
+    who = c_string(ctx.node.describe())
+    if x.dtype in half.HALF:
+        half.use(ctx)
+    if post == 4:
+        ctx.helper("onnxc_probit", _PROBIT)
+    tab = {name: int_table(ctx, vals, "int32_t") for name, vals in
+           (("feat", f.feature), ("tref", f.true_ref), ("fref", f.false_ref), ("root", f.roots), ("lt", f.leaf_target))}
+    tab["split"], tab["lw"] = double_table(ctx, f.split), double_table(ctx, f.leaf_weight)
+    modes = set(f.mode)
+    if len(modes) == 1 and 6 not in modes:
+        test = _CMP[f.mode[0]].format(s=f"{tab['split']}[k]")
+    else:
+        tab["mode"] = int_table(ctx, f.mode, "uint8_t")
+        cases = [f"case {m}: go = {_CMP[m].format(s=tab['split'] + '[k]')}; break;" for m in sorted(modes) if m != 6]
+        if 6 in modes:
+            tab["soff"], tab["slen"] = int_table(ctx, f.set_off), int_table(ctx, f.set_len)
+            tab["mem"] = double_table(ctx, f.members)
+            cases.append(f"default: {{ const double *s_ = {tab['mem']} + {tab['soff']}[k]; int64_t lo = 0, "
+                         f"hi = {tab['slen']}[k]; while (lo < hi) {{ const int64_t mid = (lo + hi) / 2; "
+                         "if (s_[mid] < v) lo = mid + 1; else hi = mid; } "
+                         f"go = lo < {tab['slen']}[k] && s_[lo] == v; }}")
+        test = None
+    feat = f"row[{tab['feat']}[k]]"
+    lines = [f"const int64_t n_ = {x.dims[0]}, f_ = {x.dims[1]};"]
+    if f.feature:
+        lines.append(f"if (f_ <= {max(f.feature)}) return onnxc_fail(rt, ONNXC_ERR_RUNTIME, \"%s: the trees read "
+                     f"feature {max(f.feature)}, but the input has %lld features\", {who}, (long long)f_);")
+    init = "0.0" if agg in (0, 1) else "NAN"  # MIN/MAX: NaN marks a target no leaf reached
+    if ctx.threads > 1:  # rows are independent; trees make each one costly
+        lines.append("#pragma omp parallel for schedule(dynamic, 16) if (n_ >= 64) num_threads(rt->threads)")
+    lines += ["for (int64_t r = 0; r < n_; r++) {", f"double acc[{max(nt, 1)}];",
+              f"const {x.ctype} *restrict row = in0 + r * f_;",
+              f"for (int64_t j = 0; j < {nt}; j++) acc[j] = {init};",
+              f"for (int64_t t = 0; t < {len(f.roots)}; t++) {{", f"int32_t k = {tab['root']}[t];", "while (k >= 0) {",
+              f"const double v = (double){half.load(x.dtype, feat)};"]
+    if test is not None:
+        lines.append(f"int go = {test};")
+    else:
+        lines += ["int go = 0;", f"switch ({tab['mode']}[k]) {{", *cases, "}"]
+    if any(f.missing):
+        tab["miss"] = int_table(ctx, f.missing, "uint8_t")
+        lines.append(f"if (v != v && {tab['miss']}[k]) go = 1;")
+    lines += [f"k = go ? {tab['tref']}[k] : {tab['fref']}[k];", "}",
+              "const int32_t l = -k - 1;", f"const double w = {tab['lw']}[l];", f"double *a = acc + {tab['lt']}[l];"]
+    lines.append({0: "*a += w;", 1: "*a += w;", 2: "if (*a != *a || w < *a) *a = w;",
+                  3: "if (*a != *a || w > *a) *a = w;"}[agg])
+    lines.append("}")
+    if agg == 0:
+        lines.append(f"for (int64_t j = 0; j < {nt}; j++) acc[j] /= {max(len(f.roots), 1)};")
+    if agg in (2, 3):
+        lines.append(f"for (int64_t j = 0; j < {nt}; j++) if (acc[j] != acc[j]) acc[j] = 0.0;")
+    lines += _post(post, nt)
+    store = half.store(y.dtype, "(float)acc[j]") if y.dtype in half.HALF else f"({y.ctype})acc[j]"
+    lines += [f"for (int64_t j = 0; j < {nt}; j++) out0[r * {nt} + j] = {store};", "}", "return 0;"]
+    return "\n".join(lines)
