@@ -1,0 +1,200 @@
+"""Kernels of the random ops: RandomUniform, RandomNormal, RandomUniformLike, RandomNormalLike,
+Bernoulli, Multinomial, and Dropout in training mode (called by the Dropout kernel in movement.py).
+
+All draw from numpy's legacy generator (runtime_c/onnxc_random.h), the one onnx.reference uses, and
+derive values the way its numpy code does: ``rand().astype(T) * (high - low) + low`` with float32
+attributes, rounded to T at each step; binomial inversion for Bernoulli; ``uniform() >= ratio``
+masks for Dropout. So a seeded node gives exactly the reference's values. Without a seed every call
+draws a fresh one.
+Multinomial has no reference implementation; it samples by inverting the cumulative distribution
+of ``exp(x - max(x))`` per batch row with the same generator.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from onnxc.ir import DType, Node, TensorType
+from onnxc.passes.shapes.random import seed_of
+
+from . import dynshape as ds
+from . import half
+from .base import KernelCtx, kernel
+from .copyutil import clit, copy
+from .nncommon import lit
+
+HEADER = '#include "onnxc_random.h"'
+FLOATS = frozenset({DType.FLOAT, DType.DOUBLE, DType.FLOAT16, DType.BFLOAT16})
+
+
+def _use(ctx: KernelCtx) -> None:
+    half.use(ctx)
+    ctx.helper("onnxc_random", HEADER)
+
+
+def seed_state(ctx: KernelCtx, seed: int | None) -> str:
+    """Declare and seed the generator state ``st``: the node's seed, else a fresh one per call."""
+    _use(ctx)
+    s = "onnxc_rng_entropy(&st)" if seed is None else f"UINT32_C({seed})"
+    return f"onnxc_mt st;\nonnxc_mt_seed(&st, {s});"
+
+
+def affine(dt: DType, draw: str, scale: float, shift: float) -> str:
+    """C expression of ``draw`` (a double) stored as ``dt``, times ``scale`` plus ``shift`` (float32
+    values), the way the reference computes ``r = draws.astype(dt); r *= scale; r += shift`` with
+    float32 attributes: each step in the wider of ``dt`` and float32, rounded to ``dt``."""
+    if dt == DType.DOUBLE:
+        return f"onnxc_rng_affine_d({draw}, {lit(scale, dt)}, {lit(shift, dt)})"
+    fs, ft = lit(scale, DType.FLOAT), lit(shift, DType.FLOAT)
+    if dt == DType.FLOAT:
+        return f"onnxc_rng_affine_f({draw}, {fs}, {ft})"
+    first = f"onnxc_d2h({draw})" if dt == DType.FLOAT16 else f"onnxc_f2bf((float)({draw}))"
+    mul = half.store(dt, f"{half.load(dt, first)} * {fs}")
+    return half.store(dt, f"{half.load(dt, mul)} + {ft}")
+
+
+def _f32(*xs: float) -> list[float]:
+    return [float(np.float32(x)) for x in xs]
+
+
+def _fill(ctx: KernelCtx, draw: str, scale: float, shift: float) -> str:
+    y = ctx.outs[0]
+    return "\n".join([seed_state(ctx, seed_of(ctx.node)),
+                      f"const int64_t n = {y.numel()};",
+                      "for (int64_t i = 0; i < n; i++) {",
+                      f"    const double d = {draw};",
+                      f"    out0[i] = {affine(y.dtype, 'd', scale, shift)};",
+                      "}", "return 0;"])
+
+
+def _float_out(node: Node) -> str | None:
+    t = node.outputs[0].type
+    if isinstance(t, TensorType) and t.dtype not in FLOATS:
+        return f"{t.dtype.short} outputs are not supported"
+    return None
+
+
+@kernel("RandomUniform", "RandomUniformLike", accepts=_float_out)
+def random_uniform(ctx: KernelCtx) -> str:
+    low, high = _f32(ctx.attr("low", 0.0), ctx.attr("high", 1.0))
+    return _fill(ctx, "onnxc_mt_double(&st)", float(np.float32(high) - np.float32(low)), low)
+
+
+@kernel("RandomNormal", "RandomNormalLike", accepts=_float_out)
+def random_normal(ctx: KernelCtx) -> str:
+    return _fill(ctx, "onnxc_mt_gauss(&st)", *_f32(ctx.attr("scale", 1.0), ctx.attr("mean", 0.0)))
+
+
+def _from_bit(dt: DType, b: str) -> str:
+    """C expression of 0/1 int ``b`` as a ``dt`` element."""
+    if dt == DType.BOOL:
+        return f"({b}) != 0"
+    if dt in half.HALF:
+        return f"(({b}) ? {clit(1, dt)} : {clit(0, dt)})"
+    return f"({dt.c})({b})"
+
+
+@kernel("Bernoulli")
+def bernoulli(ctx: KernelCtx) -> str:
+    x, y = ctx.ins[0], ctx.outs[0]
+    return "\n".join([
+        seed_state(ctx, seed_of(ctx.node)),
+        f"const int64_t n = {x.numel()};",
+        "for (int64_t i = 0; i < n; i++) {",
+        f"    const double p = (double){half.load(x.dtype, 'in0[i]')};",
+        "    if (!(p >= 0.0 && p <= 1.0))",
+        "        return onnxc_fail(rt, ONNXC_ERR_RUNTIME, \"%s: probability %g at element %lld is outside "
+        f"[0, 1]\", {ds.who(ctx)}, p, (long long)i);",
+        f"    out0[i] = {_from_bit(y.dtype, 'onnxc_mt_bernoulli(&st, p)')};",
+        "}", "return 0;"])
+
+
+@kernel("Multinomial")
+def multinomial(ctx: KernelCtx) -> str:
+    x, y = ctx.ins[0], ctx.outs[0]
+    who = ds.who(ctx)
+    fail = "return onnxc_fail(rt, ONNXC_ERR_RUNTIME, \"%s: {}\", " + who + ", (long long)b);"
+    return "\n".join([
+        f"const int64_t B = {x.dims[0]}, C = {x.dims[1]}, S = {y.dims[1]};",
+        "if (B == 0) return 0;",
+        "if (C == 0) return onnxc_fail(rt, ONNXC_ERR_RUNTIME, \"%s: class_size is 0, nothing to sample\", "
+        f"{who});",
+        seed_state(ctx, seed_of(ctx.node)),
+        "double *cum = onnxc_alloc((size_t)C * sizeof(double));",
+        f"if (!cum) return onnxc_fail(rt, ONNXC_ERR_MEMORY, \"%s: out of memory\", {who});",
+        "for (int64_t b = 0; b < B; b++) {",
+        f"    const {x.ctype} *restrict xb = in0 + b * C;",
+        "    double m = -INFINITY;",
+        "    for (int64_t k = 0; k < C; k++) {",
+        f"        const double v = (double){half.load(x.dtype, 'xb[k]')};",
+        "        if (isnan(v)) { free(cum); " + fail.format("row %lld has a NaN log-probability") + " }",
+        "        if (v > m) m = v;",
+        "    }",
+        "    double acc = 0.0;",
+        "    for (int64_t k = 0; k < C; k++) {",
+        f"        acc += exp((double){half.load(x.dtype, 'xb[k]')} - m);",
+        "        cum[k] = acc;",
+        "    }",
+        "    if (!(acc > 0.0) || !isfinite(acc)) { free(cum); "
+        + fail.format("row %lld has no outcome of finite positive probability") + " }",
+        f"    {y.ctype} *restrict yb = out0 + b * S;",
+        "    for (int64_t s = 0; s < S; s++) {",
+        "        const double u = onnxc_mt_double(&st) * acc;",
+        "        int64_t lo = 0, hi = C - 1;  /* first k with cum[k] > u */",
+        "        while (lo < hi) { const int64_t mid = lo + (hi - lo) / 2; if (cum[mid] > u) hi = mid; "
+        "else lo = mid + 1; }",
+        f"        yb[s] = ({y.ctype})lo;",
+        "    }",
+        "}",
+        "free(cum);", "return 0;"])
+
+
+# -- Dropout, training mode ---------------------------------------------------------------------
+
+def dropout_may_train(node: Node) -> bool:
+    """Whether a Dropout node may run in training mode (its training_mode input is not a constant false
+    and its ratio is not a constant zero)."""
+    from onnxc.passes.shapes.movement import dropout_ratio_is_zero, dropout_training
+
+    return dropout_training(node) is not False and not dropout_ratio_is_zero(node)
+
+
+def dropout_accepts(node: Node) -> str | None:
+    for v in (node.input(0), node.input(1)):
+        if v is not None and isinstance(v.type, TensorType) and v.type.dtype not in FLOATS:
+            return f"training-mode Dropout on {v.type.dtype.short} tensors is not supported"
+    return None
+
+
+def dropout_training(ctx: KernelCtx) -> str:
+    """Dropout-12+ whose training_mode is true at run time (or may be): with probability ``ratio`` an
+    element becomes 0, the others are scaled by 1 / (1 - ratio); the mask says which were kept.
+    In inference mode (or ratio 0) the body copies the input and sets the whole mask."""
+    reason = dropout_accepts(ctx.node)
+    if reason:
+        raise NotImplementedError(reason)
+    half.use(ctx)
+    x = ctx.ins[0]
+    r = ctx.ins[1] if len(ctx.ins) > 1 else None
+    mask = len(ctx.outs) > 1
+    rt = DType.DOUBLE if r is not None and r.dtype == DType.DOUBLE else DType.FLOAT
+    ct = DType.DOUBLE if DType.DOUBLE in (rt, x.dtype) else DType.FLOAT
+    n = x.numel()
+    ones = ["for (int64_t i = 0; i < n; i++) out1[i] = true;"] if mask else []
+    kept = f"({ct.c}){half.load(x.dtype, 'in0[i]')} * ({ct.c})m * ({ct.c})scale"
+    return "\n".join([
+        f"const int64_t n = {n};",
+        "const bool train = in2[0];",
+        f"const double r = {'(double)' + half.load(r.dtype, 'in1[0]') if r is not None else '0.5'};",
+        "if (!train || r == 0.0) {",
+        copy("out0", "in0", "n", x.ctype), *ones, "return 0;", "}",
+        "if (!(r > 0.0 && r < 1.0))",
+        "    return onnxc_fail(rt, ONNXC_ERR_RUNTIME, \"%s: ratio %g must be in [0, 1) in training mode\", "
+        f"{ds.who(ctx)}, r);",
+        f"const {rt.c} scale = ({rt.c})1 / (({rt.c})1 - ({rt.c})r);",
+        seed_state(ctx, seed_of(ctx.node)),
+        "for (int64_t i = 0; i < n; i++) {",
+        "    const int m = onnxc_mt_double(&st) >= r;",
+        f"    out0[i] = {half.store(x.dtype, kept)};",
+        *(["    out1[i] = m != 0;"] if mask else []),
+        "}", "return 0;"])
