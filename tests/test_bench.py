@@ -1,0 +1,251 @@
+"""The measuring harness: benchmarks/run.py, ``onnxc bench``, and per-step profiling builds.
+
+Never asserts an absolute time or a speed ratio: only that the numbers exist, are consistent
+(step times add up to the run time) and that failures become rows, not crashes.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import onnxc
+from onnxc.bench import Budget, interleaved, max_rel_error, peak_memory_mb
+from onnxc.cli import main
+from onnxc.codegen.emit import emit_c
+from onnxc.ir import OnnxcError, UnsupportedOpError
+from onnxc.profile import read_profile, reset_profile
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def bench_run():
+    """benchmarks/run.py as a module (benchmarks/ is beside the package, not inside it)."""
+    if str(REPO) not in sys.path:
+        sys.path.insert(0, str(REPO))
+    return importlib.import_module("benchmarks.run")
+
+
+def matmul_chain(path: Path, n: int = 96, layers: int = 4, sym: bool = False) -> str:
+    """x @ W1 -> Relu -> ... -> Softmax: steps whose time is dominated by kernels."""
+    rng = np.random.default_rng(0)
+    nodes, inits, x = [], [], "x"
+    for i in range(layers):
+        inits.append(numpy_helper.from_array((rng.standard_normal((n, n)) / np.sqrt(n)).astype(np.float32), f"w{i}"))
+        nodes += [helper.make_node("MatMul", [x, f"w{i}"], [f"m{i}"]), helper.make_node("Relu", [f"m{i}"], [f"r{i}"])]
+        x = f"r{i}"
+    nodes.append(helper.make_node("Softmax", [x], ["y"], axis=-1))
+    rows = "N" if sym else n
+    g = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [rows, n])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [rows, n])], inits)
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return str(path)
+
+
+def if_model(path: Path) -> str:
+    """y = cond ? x * 2 : x - 1, then Relu: a step with a subprogram."""
+    two = numpy_helper.from_array(np.array(2, np.float32), "two")
+    one = numpy_helper.from_array(np.array(1, np.float32), "one")
+    then_g = helper.make_graph([helper.make_node("Mul", ["x", "two"], ["t"])], "then", [],
+                               [helper.make_tensor_value_info("t", TensorProto.FLOAT, [4])])
+    else_g = helper.make_graph([helper.make_node("Sub", ["x", "one"], ["e"])], "else", [],
+                               [helper.make_tensor_value_info("e", TensorProto.FLOAT, [4])])
+    nodes = [helper.make_node("If", ["c"], ["v"], then_branch=then_g, else_branch=else_g),
+             helper.make_node("Relu", ["v"], ["y"])]
+    g = helper.make_graph(nodes, "if", [helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+                                         helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])], [two, one])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return str(path)
+
+
+# --------------------------------------------------------------------------------------- profile
+
+def test_profile_lists_every_step_and_sums_to_total(tmp_path):
+    m = onnxc.compile(matmul_chain(tmp_path / "c.onnx"), threads=1, profile=True)
+    x = np.random.default_rng(1).standard_normal((96, 96)).astype(np.float32)
+    m.run({"x": x})
+    reset_profile(m)
+    p0 = read_profile(m)
+    assert p0.runs == 0 and p0.total == 0 and all(s.seconds == 0 for s in p0.steps)
+    for _ in range(20):
+        m.run({"x": x})
+    p = read_profile(m)
+    kernel_steps = [st for st in m.program.steps if st.body is not None or st.shape_body is not None]
+    assert [s.node for s in p.steps] == [st.node for st in kernel_steps]
+    assert p.runs == 20
+    assert all(s.seconds > 0 for s in p.steps)
+    assert 0.5 * p.total < p.step_sum <= p.total
+    text = p.format()
+    for s in p.steps:
+        assert s.node in text
+    ops = {op for op, _, _ in p.by_op()}
+    assert {"MatMul", "Relu", "Softmax"} <= ops
+    # the listing is sorted by time, slowest first
+    listed = [float(line.split()[1]) for line in text.splitlines()[2:2 + len(p.steps)]]
+    assert listed == sorted(listed, reverse=True)
+    # the profiled build computes the same outputs
+    plain = onnxc.compile(matmul_chain(tmp_path / "c.onnx"), threads=1)
+    np.testing.assert_array_equal(m.run({"x": x})["y"], plain.run({"x": x})["y"])
+
+
+def test_profile_off_generates_the_same_c(tmp_path):
+    m = onnxc.compile(matmul_chain(tmp_path / "c.onnx", sym=True), threads=1)
+    assert emit_c(m.program) == m.c_source == emit_c(m.program, profile=False)
+    assert "prof_" not in m.c_source and "onnxc_model_profile" not in m.c_source
+    prof = emit_c(m.program, profile=True)
+    assert prof != m.c_source and "onnxc_model_profile(double *out, int n)" in prof
+    with pytest.raises(OnnxcError, match="profile=True"):
+        read_profile(m)
+
+
+def test_profile_with_subprogram_and_symbolic_dims(tmp_path):
+    m = onnxc.compile(if_model(tmp_path / "if.onnx"), threads=1, profile=True)
+    x = np.array([-3, -1, 0.5, 2], np.float32)
+    np.testing.assert_array_equal(m.run({"c": np.array(True), "x": x})["y"], np.maximum(x * 2, 0))
+    np.testing.assert_array_equal(m.run({"c": np.array(False), "x": x})["y"], np.maximum(x - 1, 0))
+    p = read_profile(m)
+    assert p.runs == 2 and len(p.steps) >= 1 and p.step_sum <= p.total
+    s = onnxc.compile(matmul_chain(tmp_path / "s.onnx", n=32, sym=True), threads=1, profile=True)
+    for rows in (1, 7, 3):
+        s.run({"x": np.ones((rows, 32), np.float32)})
+    assert read_profile(s).runs == 3
+
+
+# ------------------------------------------------------------------------------------- measuring
+
+def test_max_rel_error():
+    a = np.array([1.0, 2.0, 100.0], np.float32)
+    assert max_rel_error({"y": a}, {"y": a}) == 0
+    assert max_rel_error({"y": a + np.float32(1)}, {"y": a}) == pytest.approx(0.01)
+    assert max_rel_error({"y": a[:2]}, {"y": a}) == float("inf")
+    assert max_rel_error({}, {"y": a}) == float("inf")
+    assert max_rel_error({"i": np.array([1, 2])}, {"i": np.array([1, 3])}) == float("inf")
+    nan = np.array([np.nan, 1.0])
+    assert max_rel_error({"y": nan}, {"y": nan}) == 0
+    assert max_rel_error({"y": np.array([0.0, 1.0])}, {"y": nan}) == float("inf")
+
+
+def test_interleaved_alternates_and_respects_budget():
+    calls: list[str] = []
+    times = interleaved([lambda: calls.append("a"), lambda: calls.append("b")],
+                        Budget(min_runs=5, seconds=0.0, warmup=2))
+    assert [len(t) for t in times] == [5, 5]
+    assert calls[:4] == ["a", "a", "b", "b"]  # warm-up of each
+    assert calls[4:] == ["a", "b"] * 5
+
+
+def test_peak_memory_children(tmp_path):
+    path = matmul_chain(tmp_path / "c.onnx", n=256, layers=2)
+    feeds = {"x": np.ones((256, 256), np.float32)}
+    for engine in ("onnxc", "onnxruntime"):
+        mb = peak_memory_mb(engine, path, feeds, 1, tmp_path / "cache")
+        assert mb is not None and mb >= 0, engine
+    assert peak_memory_mb("onnxc", tmp_path / "missing.onnx", feeds, 1) is None
+
+
+# -------------------------------------------------------------------------------- benchmarks/run
+
+def test_run_quick_writes_table_and_json(tmp_path):
+    out = tmp_path / "bench.json"
+    r = subprocess.run([sys.executable, "-m", "benchmarks.run", "--quick", "--models", "mlp", "--cache",
+                        str(tmp_path / "models"), "--json", str(out)], cwd=REPO, capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stderr
+    for col in ("model", "onnxruntime ms", "onnxc ms", "ratio", "compile s cold/warm", "max rel err"):
+        assert col in r.stdout
+    assert "geomean ratio onnxc/onnxruntime over 1 model(s)" in r.stdout
+    d = json.loads(out.read_text())
+    row, = d["models"]
+    assert row["model"] == "mlp" and row["status"] == "ok"
+    assert row["onnxc"]["median_ms"] > 0 and row["onnxruntime"]["median_ms"] > 0
+    assert row["ratio"] == pytest.approx(row["onnxc"]["median_ms"] / row["onnxruntime"]["median_ms"])
+    assert d["geomean_ratio"] == pytest.approx(row["ratio"])
+    assert row["compile_cold_s"] > 0 and row["compile_warm_s"] > 0
+    assert row["max_rel_err"] < 1e-4 and not row["mismatch"]
+    assert d["environment"]["threads"] == 1
+
+
+def test_run_reports_a_model_onnxc_cannot_compile(tmp_path, bench_run, monkeypatch):
+    path = matmul_chain(tmp_path / "c.onnx", n=16, layers=1)
+
+    def refuse(*a, **k):
+        raise UnsupportedOpError("no kernel for Frobnicate (outputs 'y')")
+
+    monkeypatch.setattr(bench_run.onnxc, "compile", refuse)
+    row = bench_run.bench_one("chain", path, {"x": np.ones((16, 16), np.float32)}, 1, Budget(3, 0, 1, 10, 1),
+                              memory=False)
+    assert row["status"] == "onnxc failed" and "Frobnicate" in row["error"]
+    assert row["onnxc"] is None and row["ratio"] is None and row["onnxruntime"]["runs"] >= 3
+    text = bench_run.format_table([row])
+    assert "onnxc failed" in text and "over 0 model(s)" in text
+
+
+def test_run_reports_a_model_neither_engine_runs(tmp_path, bench_run):
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
+    g = helper.make_graph([helper.make_node("Frobnicate", ["x"], ["y"], domain="com.example")], "g", [x],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    path = tmp_path / "custom.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.example", 1)]),
+              path)
+    row = bench_run.bench_one("custom", path, {"x": np.ones(2, np.float32)}, 1, Budget(3, 0, 1, 10, 1), memory=True)
+    assert row["status"] == "onnxc failed" and row["ort_error"]
+    assert row["onnxc"] is None and row["onnxruntime"] is None and row["onnxc_peak_mb"] is None
+    assert "custom" in bench_run.format_table([row])
+
+
+def test_benchmark_models_are_built_as_described(tmp_path, bench_run):
+    from benchmarks.models import make_feeds, model_path
+
+    sq = onnx.load(str(model_path("squeezenet", tmp_path)))
+    assert not any(n.op_type == "ConstantOfShape" for n in sq.graph.node)
+    orig = onnx.load(str(importlib.import_module("benchmarks.models").light_dir() / "light_squeezenet.onnx"))
+    shapes = {i.name: list(numpy_helper.to_array(i)) for i in orig.graph.initializer}
+    fills = {n.output[0]: shapes[n.input[0]] for n in orig.graph.node if n.op_type == "ConstantOfShape"}
+    weights = {t.name: numpy_helper.to_array(t) for t in sq.graph.initializer}
+    assert fills and all(list(weights[k].shape) == v for k, v in fills.items())
+    w = [a for a in weights.values() if a.ndim == 4]
+    assert all(np.unique(a).size > 1 for a in w)  # random, not constant fills
+    assert [i.name for i in sq.graph.input] == ["data_0"]
+    assert model_path("squeezenet", tmp_path) == model_path("squeezenet", tmp_path)  # cached
+    b = onnx.load(str(model_path("bert", tmp_path)), load_external_data=False)
+    dims = [[d.dim_param or d.dim_value for d in i.type.tensor_type.shape.dim] for i in b.graph.input]
+    assert dims == [["batch", "seq"], ["batch", "seq"]]
+    assert {"LayerNormalization", "Erf", "Softmax", "MatMul"} <= {n.op_type for n in b.graph.node}
+    f = make_feeds("bert")
+    assert f["input_ids"].shape == (1, 128) and set(np.unique(f["attention_mask"])) == {0, 1}
+
+
+# ----------------------------------------------------------------------------------- onnxc bench
+
+def test_cli_bench_with_profile_and_json(tmp_path, capsys):
+    path = matmul_chain(tmp_path / "c.onnx", n=32, sym=True)
+    out = tmp_path / "b.json"
+    assert main(["bench", path, "--threads", "1", "--runs", "3", "--seconds", "0", "--dim", "N=5", "--profile",
+                 "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "onnxc compile:" in text and "input  x  float32  [5, 32]" in text
+    assert "ratio onnxc/onnxruntime:" in text and "outputs agree" in text
+    assert "profile:" in text and "by operator:" in text and "MatMul" in text
+    d = json.loads(out.read_text())
+    assert d["threads"] == 1 and d["onnxc"]["runs"] >= 3 and d["ratio"] > 0
+    kernel_steps = [line for line in text.splitlines() if "(outputs '" in line]
+    assert len(kernel_steps) == len(d["profile"]["steps"]) >= 9
+
+
+def test_cli_bench_without_onnxruntime_and_errors(tmp_path, capsys):
+    path = matmul_chain(tmp_path / "c.onnx", n=16, layers=1, sym=True)
+    assert main(["bench", path, "--threads", "1", "--runs", "2", "--seconds", "0", "--no-ort", "-d", "N=2"]) == 0
+    text = capsys.readouterr().out
+    assert "onnxc " in text and "onnxruntime " not in text and "ratio" not in text
+    assert main(["bench", path, "--runs", "2"]) == 1  # symbolic dim N not given
+    assert "--dim N=SIZE" in capsys.readouterr().err
