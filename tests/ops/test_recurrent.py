@@ -1,0 +1,256 @@
+"""RNN, GRU and LSTM against the numpy reference in rnn_reference.py (which covers the attributes
+onnx.reference ignores and is itself checked against onnxruntime here), plus onnx.reference on the
+plain variants."""
+
+from __future__ import annotations
+
+import subprocess
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import helper
+
+import onnxc
+from onnxc.codegen.compiler import default_cc, has_openmp, runtime_dir
+from onnxc.ir import OnnxcError, ShapeError
+
+from .rnn_reference import GATES, run
+from .util import check_node, node_model
+
+rng = np.random.default_rng(11)
+NAMES = ["X", "W", "R", "B", "sequence_lens", "initial_h", "initial_c", "P"]
+
+
+def _inputs(op: str, T: int, N: int, I: int, H: int, nd: int = 1, layout: int = 0, dt=np.float32,
+            lens=None, bias=True, h0=False, c0=False, P=False) -> dict:
+    G = GATES[op]
+    st = (N, nd, H) if layout else (nd, N, H)
+    f = lambda *s, scale=1.0: (rng.standard_normal(s) * scale).astype(dt)  # noqa: E731
+    ins = {"X": f(*((N, T, I) if layout else (T, N, I))), "W": f(nd, G * H, I, scale=0.5),
+           "R": f(nd, G * H, H, scale=0.5), "B": f(nd, 2 * G * H) if bias else None,
+           "sequence_lens": None if lens is None else np.array(lens, np.int32),
+           "initial_h": f(*st) if h0 else None}
+    if op == "LSTM":
+        ins["initial_c"] = f(*st) if c0 else None
+        ins["P"] = f(nd, 3 * H) if P else None
+    while ins[list(ins)[-1]] is None:  # trailing omitted inputs are simply left out
+        ins.pop(list(ins)[-1])
+    return ins
+
+
+def _ref_kwargs(attrs: dict) -> dict:
+    ren = {"activations": "acts", "activation_alpha": "alphas", "activation_beta": "betas"}
+    return {ren.get(k, k): v for k, v in attrs.items()}
+
+
+def check_rnn(op: str, ins: dict, input_shapes=None, rtol=1e-4, atol=1e-5, opset=22, ort_too=False, threads=1,
+              **attrs):
+    n_out = 3 if op == "LSTM" else 2
+    H = ins["R"].shape[-1]
+    m = node_model(op, ins, n_out, opset, input_shapes=input_shapes, hidden_size=H, **attrs)
+    feeds = {k: v for k, v in ins.items() if v is not None}
+    got = onnxc.compile(m, threads=threads).run(feeds)
+    args = [ins.get(n) for n in NAMES]
+    want = run(op, *args, hidden_size=H, **_ref_kwargs(attrs))
+    for i, w in enumerate(want):
+        g = got[f"y{i}"]
+        assert g.dtype == w.dtype and g.shape == w.shape, (i, g.dtype, g.shape, w.shape)
+        np.testing.assert_allclose(g, w, rtol=rtol, atol=atol, err_msg=f"output {i}")
+    if ort_too:  # the reference's reading of the attributes is onnxruntime's
+        so = ort.SessionOptions()
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        for o in m.graph.output:
+            o.type.tensor_type.elem_type = helper.np_dtype_to_tensor_dtype(ins["X"].dtype)
+        m.opset_import[0].version = 14
+        sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
+        for w, o in zip(want, sess.run(None, feeds)):
+            np.testing.assert_allclose(o, w, rtol=rtol, atol=atol)
+    return got
+
+
+@pytest.mark.parametrize("op", ["RNN", "GRU", "LSTM"])
+@pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
+def test_directions_against_onnx_reference(op, direction):
+    nd = 2 if direction == "bidirectional" else 1
+    ins = _inputs(op, 5, 3, 4, 6, nd, h0=True)
+    check_node(op, ins, n_outputs=2, opset=22, rtol=1e-4, atol=1e-5, hidden_size=6, direction=direction)
+
+
+@pytest.mark.parametrize("op", ["RNN", "GRU", "LSTM"])
+@pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
+def test_sequence_lens_and_states(op, direction):
+    nd = 2 if direction == "bidirectional" else 1
+    ins = _inputs(op, 6, 4, 3, 5, nd, lens=[6, 0, 2, 5], h0=True, c0=True, P=True)
+    check_rnn(op, ins, direction=direction, ort_too=True)
+
+
+@pytest.mark.parametrize("op", ["RNN", "GRU", "LSTM"])
+@pytest.mark.parametrize("direction", ["forward", "bidirectional"])
+def test_batchwise_layout_with_lens(op, direction):
+    nd = 2 if direction == "bidirectional" else 1
+    ins = _inputs(op, 5, 3, 4, 7, nd, layout=1, lens=[1, 5, 3], h0=True, c0=True)
+    check_rnn(op, ins, direction=direction, layout=1)
+
+
+@pytest.mark.parametrize("op,acts,alphas,betas", [
+    ("RNN", ["Relu"], None, None),
+    ("RNN", ["Affine", "ScaledTanh"], [0.5, 0.8], [0.1, 1.3]),
+    ("RNN", ["LeakyRelu", "HardSigmoid"], [0.3, 0.4], [0.6]),
+    ("GRU", ["HardSigmoid", "Softsign", "Sigmoid", "Elu"], [0.3, 0.4], [0.6]),
+    ("GRU", ["Sigmoid", "ThresholdedRelu"], [0.2], None),
+    ("LSTM", ["HardSigmoid", "ScaledTanh", "Softplus"], [0.3, 0.4], [0.6, 0.5]),
+    ("LSTM", ["Sigmoid", "LeakyRelu", "Elu", "Sigmoid", "Relu", "Softsign"], [0.1], None),
+])
+def test_activations(op, acts, alphas, betas):
+    nd = len(acts) // {"RNN": 1, "GRU": 2, "LSTM": 3}[op]
+    attrs = {"activations": acts, "direction": "bidirectional" if nd == 2 else "forward"}
+    if alphas:
+        attrs["activation_alpha"] = alphas
+    if betas:
+        attrs["activation_beta"] = betas
+    check_rnn(op, _inputs(op, 4, 2, 3, 5, nd, h0=True), ort_too=True, **attrs)
+
+
+@pytest.mark.parametrize("op", ["RNN", "GRU", "LSTM"])
+def test_clip(op):
+    check_rnn(op, _inputs(op, 5, 2, 3, 4, 2, h0=True), clip=0.6, direction="bidirectional", ort_too=True)
+
+
+def test_gru_linear_before_reset_and_lstm_input_forget():
+    check_rnn("GRU", _inputs("GRU", 5, 3, 4, 6, 2, lens=[5, 2, 4], h0=True), linear_before_reset=1,
+              direction="bidirectional", ort_too=True)
+    check_rnn("LSTM", _inputs("LSTM", 5, 3, 4, 6, 1, h0=True, c0=True, P=True), input_forget=1, ort_too=True)
+
+
+@pytest.mark.parametrize("op", ["GRU", "LSTM"])
+def test_double_and_tall_batch(op):
+    """float64, batches that take every register tile and more than one row block of the input
+    projection (over 128 rows), hidden sizes that leave padded panel columns, and two threads."""
+    check_rnn(op, _inputs(op, 4, 37, 5, 13, 2, dt=np.float64, lens=list(range(5)) * 7 + [1, 4], h0=True),
+              rtol=1e-10, atol=1e-12, direction="bidirectional")
+    check_rnn(op, _inputs(op, 4, 43, 9, 33, 1, h0=True), linear_before_reset=1 if op == "GRU" else 0)
+    big = {"rtol": 1e-3, "atol": 2e-4, "threads": 2}  # float32 sums of 70 to 130 terms
+    check_rnn(op, _inputs(op, 6, 45, 70, 130, 2, h0=True), direction="bidirectional", **big)
+    check_rnn(op, _inputs(op, 3, 3, 70, 130, 1, h0=True), **big)
+
+
+# The panel product of runtime_c/onnxc_recurrent.h against a naive loop: every tile shape, padded
+# panels, row blocks, one and two threads (split by panels and by rows).
+MUL_TEST_C = r"""
+#include "onnxc_recurrent.h"
+#define CASE(T, S, P, tol) \
+static int check_##S(int th, int64_t M, int64_t N, int64_t K) { \
+    const int64_t np = (N + P - 1) / P, lda = K + 3, ldc = np * P + 5; \
+    T *a = malloc(sizeof(T) * (size_t)(M * lda + 1)), *bp = malloc(sizeof(T) * (size_t)(np * P * K + 1)); \
+    T *c = malloc(sizeof(T) * (size_t)(M * ldc + 1)); \
+    for (int64_t i = 0; i < M * lda; i++) a[i] = (T)((i * 37 % 23) - 11) / 7; \
+    for (int64_t p = 0; p < np; p++) for (int64_t k = 0; k < K; k++) for (int64_t j = 0; j < P; j++) \
+        bp[(p * K + k) * P + j] = p * P + j < N ? (T)(((p * P + j) * 53 + k * 7) % 19 - 9) / 5 : 0; \
+    for (int64_t i = 0; i < M * ldc; i++) c[i] = NAN; \
+    onnxc_rnn_mul_##S(th, M, np, K, a, lda, bp, c, ldc); \
+    int bad = 0; \
+    for (int64_t i = 0; i < M; i++) for (int64_t j = 0; j < np * P; j++) { \
+        double want = 0; \
+        for (int64_t k = 0; k < K; k++) want += (double)a[i * lda + k] * bp[((j / P) * K + k) * P + j % P]; \
+        if (!(fabs(c[i * ldc + j] - want) <= tol * (1 + fabs(want)))) bad = 1; \
+    } \
+    free(a); free(bp); free(c); \
+    if (bad) printf("FAIL " #S " th=%d M=%ld N=%ld K=%ld\n", th, (long)M, (long)N, (long)K); \
+    return bad; \
+}
+CASE(float, s, ONNXC_RNN_P_S, 1e-4)
+CASE(double, d, ONNXC_RNN_P_D, 1e-12)
+int main(void) {
+    static const int64_t Ms[] = {1, 2, 3, 4, 5, 7, 8, 9, 13, 16, 130, 300};
+    static const int64_t Ns[] = {1, 31, 32, 33, 96, 130, 600};
+    static const int64_t Ks[] = {0, 1, 5, 64, 300};
+    int bad = 0;
+    for (int th = 1; th <= 2; th++)
+        for (size_t m = 0; m < sizeof Ms / sizeof *Ms; m++)
+            for (size_t n = 0; n < sizeof Ns / sizeof *Ns; n++)
+                for (size_t k = 0; k < sizeof Ks / sizeof *Ks; k++) {
+                    if (Ms[m] * Ns[n] * Ks[k] > 4000000) continue;
+                    bad |= check_s(th, Ms[m], Ns[n], Ks[k]) | check_d(th, Ms[m], Ns[n], Ks[k]);
+                }
+    puts(bad ? "FAILED" : "OK");
+    return bad;
+}
+"""
+
+
+def test_panel_product_against_naive(tmp_path):
+    src = tmp_path / "rnn_mul_test.c"
+    src.write_text(MUL_TEST_C)
+    exe = tmp_path / "rnn_mul_test"
+    cc = default_cc()
+    cmd = [cc, "-std=gnu11", "-O2", "-march=native", "-I", str(runtime_dir()), str(src), "-o", str(exe), "-lm"]
+    if has_openmp(cc):
+        cmd.insert(1, "-fopenmp")
+    subprocess.run(cmd, check=True, capture_output=True)
+    r = subprocess.run([str(exe)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and r.stdout.strip().endswith("OK"), r.stdout
+
+
+def test_constant_weights_are_packed_at_compile_time():
+    """The expansion's packing of constant W and R folds away: the compiled model holds one recurrent
+    node and no Transpose/Pad kernels."""
+    from onnxc.frontend import load_model
+    from onnxc.passes.pipeline import optimize
+
+    ins = _inputs("GRU", 3, 2, 5, 7, 2, h0=True)
+    m = node_model("GRU", ins, 2, 22, const_inputs=("W", "R", "B"), hidden_size=7, direction="bidirectional")
+    ir = optimize(load_model(m.SerializeToString()))
+    assert [(n.domain, n.op_type) for n in ir.graph.nodes] == [("onnxc", "GRU")]
+    assert ir.graph.nodes[0].inputs[2].const.shape == (2, 2, 7, 32)  # z,r panel then h panel
+
+
+@pytest.mark.parametrize("op", ["RNN", "LSTM"])
+def test_float16(op):
+    ins = _inputs(op, 4, 2, 3, 5, 1, dt=np.float16, h0=True)
+    check_rnn(op, ins, rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.parametrize("layout", [0, 1])
+def test_symbolic_seq_and_batch(layout):
+    op = "LSTM"
+    x_shape = ["N", "T", 4] if layout else ["T", "N", 4]
+    st = ["N", 1, 6] if layout else [1, "N", 6]
+    m = node_model(op, _inputs(op, 1, 1, 4, 6, 1, layout=layout, lens=[1], h0=True), 3, 22,
+                   input_shapes={"X": x_shape, "sequence_lens": ["N"], "initial_h": st},
+                   const_inputs=("W", "R", "B"), hidden_size=6, layout=layout)
+    compiled = onnxc.compile(m)
+    for T, N in [(5, 3), (2, 7), (0, 2)]:
+        ins = _inputs(op, T, N, 4, 6, 1, layout=layout, lens=list(rng.integers(0, T + 1, N)), h0=True)
+        inits = {t.name: onnx.numpy_helper.to_array(t) for t in m.graph.initializer}
+        ins.update(inits)
+        got = compiled.run({k: v for k, v in ins.items() if k not in inits})
+        want = run(op, *[ins.get(n) for n in NAMES], layout=layout)
+        for i, w in enumerate(want):
+            np.testing.assert_allclose(got[f"y{i}"], w, rtol=1e-4, atol=1e-5)
+
+
+def test_absent_outputs_and_old_opset():
+    """Only Y_h requested (Y absent), and GRU-3 / LSTM-7 nodes."""
+    ins = _inputs("GRU", 4, 2, 3, 5, h0=True)
+    node = helper.make_node("GRU", ["X", "W", "R", "B", "", "initial_h"], ["", "Y_h"], hidden_size=5)
+    vi = [helper.make_tensor_value_info(k, onnx.TensorProto.FLOAT, v.shape) for k, v in ins.items() if v is not None]
+    g = helper.make_graph([node], "g", vi, [helper.make_tensor_value_info("Y_h", onnx.TensorProto.FLOAT, None)])
+    for opset in (3, 7, 14):
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+        got = onnxc.compile(m).run({k: v for k, v in ins.items() if v is not None})
+        np.testing.assert_allclose(got["Y_h"], run("GRU", *[ins.get(n) for n in NAMES])[1], rtol=1e-4, atol=1e-5)
+    check_rnn("LSTM", _inputs("LSTM", 3, 2, 3, 4, h0=True), opset=7)
+
+
+def test_invalid_models_and_data():
+    ins = _inputs("RNN", 4, 2, 3, 5, lens=[4, 9])
+    with pytest.raises(OnnxcError, match="sequence_lens"):
+        check_rnn("RNN", ins)
+    with pytest.raises(ShapeError, match="direction"):
+        onnxc.compile(node_model("RNN", _inputs("RNN", 2, 1, 3, 5), 2, 22, hidden_size=5, direction="sideways"))
+    with pytest.raises(ShapeError, match="activations"):
+        onnxc.compile(node_model("GRU", _inputs("GRU", 2, 1, 3, 5), 2, 22, hidden_size=5, activations=["Tanh"]))
+    with pytest.raises(ShapeError, match="must have shape"):
+        onnxc.compile(node_model("LSTM", _inputs("LSTM", 2, 1, 3, 5), 2, 22, hidden_size=4))
