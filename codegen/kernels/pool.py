@@ -1,25 +1,34 @@
 """Pooling kernels: MaxPool (with optional Indices), AveragePool, LpPool (templates/pool.c.j2) and the
 global pools (one reduction per (n, c) plane).
 
-Windows are clipped to the input once per output position (tap ranges), so padding costs nothing
-and there are no per-tap bounds checks. AveragePool divides by the taps inside the input
-(count_include_pad=0) or inside the padded extent (count_include_pad=1); taps that ceil_mode pushes
-past the padded extent never count, as in onnxruntime and PyTorch.
+Max, sum and sum of |x|^p windows are separable, so each output row (n, c, od, oh) costs two
+vectorized passes: a vertical one combining its (kd, kh) tap rows column by column into a row buffer
+(one unrolled pass when all taps lie inside the input, clipped tap rows at the border), and a
+horizontal one combining KW buffer columns per output (unrolled, unit stride or strided). The buffer's
+padding columns hold the combination's identity, so neither pass checks bounds. Rows are spread over
+OpenMP threads (each with its own buffer) when the work is large. AveragePool divides by the taps
+inside the input (count_include_pad=0) or inside the padded extent (count_include_pad=1); taps that
+ceil_mode pushes past the padded extent never count, as in onnxruntime and PyTorch. MaxPool's Indices
+keep the row-major first maximum of each window.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from onnxc.ir import DType
 from onnxc.passes.shapes.pool import pool_window
 
-from ..templating import render
+from ..templating import c_string, render
 from . import half
 from .base import KernelCtx, kernel
 from .conv import _as3
-from .nncommon import FLOATS, dtype_accepts, lit, mfn, omp_for, prod
+from .nncommon import FLOATS, lit, mfn, omp_for, prod
 
 MAXPOOL_TYPES = FLOATS | {DType.INT8, DType.UINT8}
 _LOWEST = {DType.FLOAT: "-INFINITY", DType.DOUBLE: "-INFINITY", DType.INT8: "INT8_MIN", DType.UINT8: "0"}
+_UNROLL_W = 16  # kernel widths whose horizontal taps are unrolled
+_UNROLL_ROWS = 16  # (kd, kh) tap rows combined in one unrolled pass over interior output rows
 
 
 def _lp_p(ctx: KernelCtx) -> float:
@@ -36,22 +45,29 @@ def _lp_term_finish(p: float, dt: DType, v: str = "v") -> tuple[str, str]:
             f"{mfn('pow', dt)}(acc, {lit(1.0 / p, dt)})")
 
 
-@kernel("MaxPool", accepts=dtype_accepts(MAXPOOL_TYPES | half.HALF))
+@kernel("MaxPool", types=MAXPOOL_TYPES | half.HALF)
 @half.via_float32
 def max_pool(ctx: KernelCtx) -> str:
     return _pool(ctx, "max")
 
 
-@kernel("AveragePool", accepts=dtype_accepts(FLOATS | half.HALF))
+@kernel("AveragePool", types=FLOATS | half.HALF)
 @half.via_float32
 def average_pool(ctx: KernelCtx) -> str:
     return _pool(ctx, "avg")
 
 
-@kernel("LpPool", accepts=dtype_accepts(FLOATS | half.HALF))
+@kernel("LpPool", types=FLOATS | half.HALF)
 @half.via_float32
 def lp_pool(ctx: KernelCtx) -> str:
     return _pool(ctx, "lp")
+
+
+def _comb(kind: str) -> Callable[[str, str], str]:
+    """C expression combining a partial result ``a`` with a term ``b``: max, or + for the sums."""
+    if kind == "max":
+        return lambda a, b: f"(({b}) > ({a}) ? ({b}) : ({a}))"
+    return lambda a, b: f"({a}) + ({b})"
 
 
 def _pool(ctx: KernelCtx, kind: str) -> str:
@@ -61,19 +77,32 @@ def _pool(ctx: KernelCtx, kind: str) -> str:
     if win.rank > 3:
         raise ValueError(f"{win.rank}-D pooling is not supported (1-D to 3-D)")
     term, finish = _lp_term_finish(_lp_p(ctx), dt) if kind == "lp" else ("v", "acc")
+    kw, dw = win.kernel[-1], win.dilations[-1]
+    k3, d3 = _as3(list(win.kernel), 1), _as3(list(win.dilations), 1)
+    # row offsets (after the first) of the (kd, kh) taps, for the unrolled pass over interior rows
+    taps = [f"({kd * d3[0]} * IH + {kh * d3[1]}) * IW" for kd in range(k3[0]) for kh in range(k3[1])][1:]
+    if len(ctx.outs) > 1 or len(taps) >= _UNROLL_ROWS:
+        taps = []
     vals = dict(
         T=dt.c, N=x.dims[0], C=x.dims[1], I=_as3(x.dims[2:], "1"), O=_as3(y.dims[2:], "1"),
         K=_as3([str(k) for k in win.kernel], "1"), S=_as3([str(s) for s in win.strides], "1"),
         Dl=_as3([str(d) for d in win.dilations], "1"), P=_as3([ctx.dim(p) for p in win.pads_begin], "0"),
         PE=_as3([ctx.dim(p) for p in win.pads_end], "0"), kind=kind,
-        include_pad=bool(ctx.attr("count_include_pad", 0)), lowest=_LOWEST.get(dt, "0"),
+        include_pad=bool(ctx.attr("count_include_pad", 0)),
+        ident=_LOWEST.get(dt, "0") if kind == "max" else "0", comb=_comb(kind),
         indices=len(ctx.outs) > 1, column_major=bool(ctx.attr("storage_order", 0)),
-        term=term, finish=finish, omp=omp_for(f"NC * OP * {prod([str(k) for k in win.kernel])}"),
+        term=term, finish=finish, taps=taps, unroll_w=kw <= _UNROLL_W, KWs=kw, DWs=dw, who=c_string(ctx.node.describe()),
+        omp=omp_parallel(f"NC * OP * {prod([str(k) for k in win.kernel])}"),
     )
     return render("pool.c.j2", **vals)
 
 
-@kernel("GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool", accepts=dtype_accepts(FLOATS | half.HALF))
+def omp_parallel(work: str, threshold: int = 32768) -> str:
+    """An OpenMP parallel-region pragma used when ``work`` (a C expression) exceeds ``threshold``."""
+    return f"#pragma omp parallel num_threads(rt->threads) if (rt->threads > 1 && ({work}) >= {threshold})"
+
+
+@kernel("GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool", types=FLOATS | half.HALF)
 @half.via_float32
 def global_pool(ctx: KernelCtx) -> str:
     x = ctx.ins[0]
