@@ -66,14 +66,18 @@ def _input_checks(p: Program, prefix: str) -> list[str]:
 _PREFIX = "onnxc_model"
 
 
-def emit_c(p: Program, prefix: str = _PREFIX) -> str:
-    """The complete C source of the model: exported ``<prefix>_run`` and ``<prefix>_free``."""
+def emit_c(p: Program, prefix: str = _PREFIX, profile: bool = False) -> str:
+    """The complete C source of the model: exported ``<prefix>_run`` and ``<prefix>_free``.
+
+    ``profile``: time every step with a monotonic clock into per-step sums, exported as
+    ``<prefix>_profile(double *out, int n)``, ``<prefix>_profile_name(i)`` and ``<prefix>_profile_reset()``
+    (read by ``onnxc.profile``). Off, the source is exactly the unprofiled one."""
     helpers = dict(p.helpers)
     if any(p.is_dynamic(b) for b in p.buffers.values()):
         helpers.setdefault("onnxc_shape", '#include "onnxc_shape.h"')
     helpers.setdefault("onnxc_value", '#include "onnxc_value.h"')  # the ABI's value_free needs it
     return render("model.c.j2", standalone=True, helpers=list(helpers.values()), subprograms=p.subprograms,
-                  **_program_values(p, prefix))
+                  **_program_values(p, prefix, profile))
 
 
 def emit_subprogram(p: Program, prefix: str) -> str:
@@ -85,7 +89,7 @@ def emit_subprogram(p: Program, prefix: str) -> str:
     return render("model.c.j2", standalone=False, helpers=[], subprograms=[], **_program_values(p, prefix))
 
 
-def _program_values(p: Program, prefix: str) -> dict:
+def _program_values(p: Program, prefix: str, profile: bool = False) -> dict:
     temps = []
     dynamic = []  # buffers allocated at run time: after their producer's shape function, or by it
     for b in p.buffers.values():
@@ -109,6 +113,7 @@ def _program_values(p: Program, prefix: str) -> dict:
                         "dtype": "ONNXC_VALUE_DTYPE" if b.is_value else int(b.dtype),
                         "free": "onnxc_value_free" if b.is_value else "free",
                         "dims": [p.dim_c(d) for d in shape], "nbytes": "" if b.is_value else _nbytes(p, b)})
+    prof: list[str] | None = [] if profile else None  # descriptions of the profiled steps, in order
     steps = [{"fn": st.fn, "params": st.params, "body": None if st.body is None else _indent(st.body),
               "shape_params": [d for d, _ in st.in_params],
               "shape_body": None if st.shape_body is None else _indent(st.shape_body),
@@ -116,17 +121,21 @@ def _program_values(p: Program, prefix: str) -> dict:
     return dict(prefix=prefix, steps=steps,
                 input_names=[c_string(n) for n, _ in p.inputs],
                 dim_names=[c_string(n) for n in p.dimvars], ndim_alloc=max(1, len(p.dimvars)),
-                input_checks=_input_checks(p, prefix), outputs=outputs, temps=temps, run=_run_lines(p, dynamic),
+                input_checks=_input_checks(p, prefix), outputs=outputs, temps=temps,
+                run=_run_lines(p, dynamic, prof, prefix), profile=None if prof is None else [c_string(n) for n in prof],
                 dynamic=[{"id": b.id, "ctype": b.ctype, "free": "onnxc_value_free" if b.is_value else "free"}
                          for b in dynamic if b.kind == "temp"],
                 arena_bytes=arena_bytes)
 
 
-def _run_lines(p: Program, dynamic: list[Buffer]) -> list[str]:
+def _run_lines(p: Program, dynamic: list[Buffer], prof: list[str] | None = None,
+               prefix: str = _PREFIX) -> list[str]:
     """The body of the run function after setup: per step its shape function, the allocation of the
-    dynamic buffers it produces, the kernel call, and the release of dynamic temps read for the last time."""
+    dynamic buffers it produces, the kernel call, and the release of dynamic temps read for the last time.
+    With ``prof`` (a list to fill with step descriptions), each step's code is timed into its counter."""
     lines: list[str] = []
     for si, st in enumerate(p.steps):
+        start = len(lines)
         if st.shape_body is not None:
             args = "".join(", " + _ptr(p, p.buffers[bid], False) for _, bid in st.in_params)
             lines.append(f"if ((st = {st.fn}_shape(rt, D{args}))) goto done;")
@@ -144,6 +153,10 @@ def _run_lines(p: Program, dynamic: list[Buffer]) -> list[str]:
         elif st.body is not None:
             args = "".join(", " + _ptr(p, p.buffers[bid], out) for bid, out in st.args)
             lines.append(f"if ((st = {st.fn}(rt, D{args}))) goto done;")
+        if prof is not None and len(lines) > start:
+            lines.insert(start, f"prof_t_ = {prefix}_prof_now();")
+            lines.append(f"{prefix}_prof_sec[{len(prof)}] += {prefix}_prof_now() - prof_t_;")
+            prof.append(_comment(st.node))
         for b in dynamic:
             if b.kind == "temp" and b.last == si:
                 lines.append(f"{'onnxc_value_free' if b.is_value else 'free'}(b{b.id}); b{b.id} = NULL;")
@@ -191,6 +204,8 @@ def _ptr(p: Program, b: Buffer, is_out: bool) -> str:
     c = b.ctype
     if b.kind == "input":
         return f"(const {c} *)in[{b.index}].data"
+    if b.kind == "weight" and b.symbol:  # a static C array (string constants)
+        return f"(const {c} *){b.symbol}"
     if b.kind == "weight":
         return f"(const {c} *)(W + {b.index})"
     if b.kind == "output":

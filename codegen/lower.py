@@ -40,6 +40,7 @@ from onnxc.ir.dims import free_symbols, sym, to_c
 
 from .kernels import registry as kb
 from .kernels.base import KernelCtx, Operand
+from .templating import c_string
 
 
 @dataclass
@@ -52,6 +53,7 @@ class Buffer:
     first: int = 0         # first step writing it (temps)
     last: int = 0          # last step reading it (temps)
     owned: bool = False    # allocated at run time by the kernel that produces it
+    symbol: str = ""       # a weight held by a static C array of this name (string constants)
 
     @property
     def ctype(self) -> str:
@@ -129,6 +131,7 @@ class _Lowerer:
         self.vbuf: dict[int, int] = {}
         self.steps: list[Step] = []
         self.blob = bytearray()
+        self.pending: dict[int, np.ndarray] = {}  # weight buffer id -> data, placed by place_weights()
         self.helpers: dict[str, str] = {} if helpers is None else helpers
         self.dimvars: list[str] = []
         self.subprograms: list[str] = []
@@ -150,12 +153,34 @@ class _Lowerer:
         if not isinstance(v.type, TensorType):
             raise UnsupportedOpError(f"constant {v.name!r} of type {v.type} is not supported yet",
                                      [("ai.onnx", f"constant of type {v.type}", 0)])
+        if v.type.dtype == DType.STRING:
+            self.add_string_weight(v)
+            return
         arr = np.ascontiguousarray(np.asarray(v.const, dtype=v.type.dtype.np))
-        if arr.dtype == object:
-            raise UnsupportedOpError(f"string constant {v.name!r} is not supported yet",
-                                     [("ai.onnx", "string tensors", 0)])
-        off = self.append_blob(arr.tobytes())
-        self.new_buffer("weight", v, off)
+        self.pending[self.new_buffer("weight", v).id] = arr
+
+    def place_weights(self) -> None:
+        """Write the constants some step reads into the blob; a constant every reader replaced with its
+        own copy (``KernelCtx.repack_const``, e.g. weights packed for the GEMM) is left out."""
+        used = {bid for st in self.steps for bid, _ in st.args}
+        for bid, arr in self.pending.items():
+            if bid in used:
+                self.buffers[bid].index = self.append_blob(arr.tobytes())
+        self.pending.clear()
+
+    def add_string_weight(self, v: Value) -> None:
+        """A string constant: a static array of C string literals (pointers cannot live in the blob)."""
+        b = self.new_buffer("weight", v)
+        b.symbol = f"{self.prefix or 'onnxc_'}str{b.id}"
+        items = []
+        for s in np.asarray(v.const, dtype=object).reshape(-1).tolist():
+            s = s.decode("utf-8", "surrogateescape") if isinstance(s, bytes) else str(s)
+            if "\0" in s:
+                raise UnsupportedOpError(f"string constant {v.name!r} holds a NUL character; strings are "
+                                         "NUL-terminated in C", [("ai.onnx", "strings with NUL", 0)])
+            items.append(c_string(s))
+        rows = ",\n".join("    " + ", ".join(items[k:k + 8]) for k in range(0, len(items), 8)) or '    ""'
+        self.helpers[b.symbol] = f"static const onnxc_str {b.symbol}[{max(1, len(items))}] = {{\n{rows}\n}};"
 
     def append_blob(self, data: bytes) -> int:
         """Append 64-byte aligned data to the weights blob; returns its offset."""
@@ -175,6 +200,10 @@ class _Lowerer:
 
     def run(self) -> Program:
         g = self.g
+        for v in [*g.inputs, *g.outputs]:
+            if _nested_strings(v.type):
+                raise UnsupportedOpError(f"graph input/output {v.name!r} of type {v.type}: sequences and optionals "
+                                         "of strings are not supported yet", [("ai.onnx", "string sequences", 0)])
         for v in g.inputs:
             t = v.type
             if isinstance(t, (SequenceType, OptionalType)):
@@ -195,6 +224,7 @@ class _Lowerer:
             self.lower_node(node)
         outputs = self.place_outputs()
         self.plan_lifetimes()
+        self.place_weights()
         return Program(inputs, outputs, self.buffers, self.steps, self.dimvars, bytes(self.blob),
                        self.helpers, self.vbuf, n_bound, self.subprograms)
 
@@ -248,6 +278,14 @@ class _Lowerer:
                 self.steps.append(Step(self.step_name(), None, params, args, node.describe(), shape_body))
             return
         body = self.call(kd.fn, ctx)
+        for i, data in ctx.repacked.items():  # the kernel reads its own copy of constant input i
+            pos = sum(1 for v in node.inputs[:i] if v is not None)
+            src = self.buffers[args[pos][0]]
+            b = Buffer(self._nb, "weight", src.dtype, (int(data.size),))
+            self._nb += 1
+            self.buffers[b.id] = b
+            self.pending[b.id] = np.ascontiguousarray(data, dtype=src.dtype.np)
+            args[pos] = (b.id, False)
         allocs = [] if kd.allocates else None
         for i, v in enumerate(node.outputs):
             b = self.new_buffer("temp", v)
@@ -286,6 +324,10 @@ class _Lowerer:
         from .emit import emit_subprogram
 
         _generalize_formals(body)
+        for v in body.outputs:  # a body's outputs are packed blocks the caller would copy pointers out of
+            if isinstance(v.type, TensorType) and v.type.dtype == DType.STRING:
+                raise UnsupportedOpError(f"body output {v.name!r} is a string tensor; strings leaving If/Loop/Scan "
+                                         "bodies are not supported yet", [("ai.onnx", "string body outputs", 0)])
         sub = optimize(Model(body, dict(self.model.opset_imports), dict(self.model.functions)))
         name = f"onnxc_sg{self.counter[0]}"
         self.counter[0] += 1
@@ -328,16 +370,35 @@ class _Lowerer:
             b = self.buffers.get(bid) if bid is not None else None
             if b is None:
                 raise CompileError(f"graph output {v.name!r} has no storage")
-            if b.kind != "temp" or bid in claimed:  # inputs, weights and shared buffers: copy
+            if b.dtype == DType.STRING:  # strings: one self-contained block the caller frees
+                b = self.pack_strings(v, b)
+            elif b.kind != "temp" or bid in claimed:  # inputs, weights and shared buffers: copy
                 b = self.copy_step(v, b)
             b.kind, b.index = "output", i
             claimed.add(b.id)
             outs.append((v.name, b, v.type.shape if isinstance(v.type, TensorType) else ()))
         return outs
 
+    def pack_strings(self, v: Value, src: Buffer) -> Buffer:
+        """A step packing string output ``v`` into one block: the pointer array, then the characters
+        (runtime_c/onnxc_strings.h); the strings themselves may live in the per-call pool."""
+        self.helpers.setdefault("onnxc_strings", '#include "onnxc_strings.h"')
+        shape = v.type.shape
+        b = Buffer(self._nb, "temp", DType.STRING, shape, owned=True)
+        self._nb += 1
+        self.buffers[b.id] = b
+        dims = [self.dim_c(d) for d in shape]
+        body = (f"const int64_t d_[{max(1, len(dims))}] = {{{', '.join(dims) or '0'}}};\n"
+                f"return onnxc_str_pack(rt, in0, {len(dims)}, d_, out0);")
+        self.steps.append(Step(self.step_name(), body, ["const onnxc_str *restrict in0", "onnxc_tensor *restrict out0"],
+                               [(src.id, False), (b.id, True)], f"pack strings of output {v.name!r}",
+                               allocs=[AllocOut(b.id, len(shape), [], [])]))
+        return b
+
     def copy_step(self, v: Value, src: Buffer) -> Buffer:
         """A step copying ``src`` into a fresh buffer for output ``v`` (outputs own their memory)."""
-        b = Buffer(self._nb, "temp", src.dtype, src.shape, owned=src.is_value)
+        b = Buffer(self._nb, "temp", src.dtype, v.type.shape if isinstance(v.type, TensorType) else (),
+                   owned=src.is_value)
         self._nb += 1
         self.buffers[b.id] = b
         if src.is_value:
@@ -368,6 +429,16 @@ class _Lowerer:
                     b.last = max(b.last, si)
                 else:
                     b.last = max(b.last, si)
+
+
+def _nested_strings(t) -> bool:
+    """Whether ``t`` is a sequence/optional holding string tensors (their pointers would outlive the
+    per-call string pool)."""
+    while isinstance(t, (SequenceType, OptionalType)):
+        t = t.elem
+        if isinstance(t, TensorType) and t.dtype == DType.STRING:
+            return True
+    return False
 
 
 def _generalize_formals(body: Graph) -> None:

@@ -9,7 +9,15 @@ from pathlib import Path
 import cffi
 import numpy as np
 
-from onnxc.ir import DType, InputError, OptionalType, RuntimeFailure, SequenceType, TensorType
+from onnxc.ir import (
+    DType,
+    InputError,
+    OptionalType,
+    RuntimeFailure,
+    SequenceType,
+    TensorType,
+    UnsupportedOpError,
+)
 
 CDEF = """
 typedef struct onnxc_tensor { void *data; int64_t dims[16]; int32_t rank; int32_t dtype; } onnxc_tensor;
@@ -17,14 +25,30 @@ typedef struct onnxc_value { int32_t kind; int32_t elem_dtype; onnxc_tensor t; i
                              struct onnxc_value **items; } onnxc_value;
 int onnxc_model_run(const unsigned char *W, const onnxc_tensor *in, onnxc_tensor *out, char *err,
                     size_t errlen, int threads);
+int onnxc_model_run_into(const unsigned char *W, const onnxc_tensor *in, onnxc_tensor *out, char *err,
+                         size_t errlen, int threads);
 void onnxc_model_free(void *p);
 void onnxc_model_value_free(void *p);
+const unsigned char *onnxc_model_weights(size_t *size);  /* AOT artifacts with embedded weights only */
 """
 
 _ffi = cffi.FFI()
 _ffi.cdef(CDEF)
-_libs: dict[str, object] = {}
+_ffis: dict[str, cffi.FFI] = {"onnxc_model": _ffi}
+_libs: dict[tuple[str, str], object] = {}
 _lock = threading.Lock()
+
+
+def ffi_for(prefix: str) -> cffi.FFI:
+    """The cffi declarations of a library whose run function is ``<prefix>_run`` (JIT libraries use
+    ``onnxc_model``; AOT artifacts ``<name>_model``, so several can live in one program)."""
+    with _lock:
+        f = _ffis.get(prefix)
+        if f is None:
+            f = cffi.FFI()
+            f.cdef(CDEF.replace("onnxc_model_", prefix + "_"))
+            _ffis[prefix] = f
+        return f
 
 ERRLEN = 1024
 VALUE_DTYPE = 1000  # onnxc_tensor.dtype of a descriptor pointing at an onnxc_value (runtime_c/onnxc_value.h)
@@ -35,14 +59,14 @@ VALUE_DTYPE = 1000  # onnxc_tensor.dtype of a descriptor pointing at an onnxc_va
 os.environ.setdefault("OMP_WAIT_POLICY", "passive")
 
 
-def open_library(path: Path):
+def open_library(path: Path, ffi: cffi.FFI = _ffi):
     """dlopen a model library once per process. RTLD_NODELETE keeps it (and libgomp) mapped until
     exit, so OpenMP threads never run unmapped code during interpreter shutdown."""
-    key = str(path)
+    key = (str(path), str(id(ffi)))
     with _lock:
         lib = _libs.get(key)
         if lib is None:
-            lib = _ffi.dlopen(key, _ffi.RTLD_NOW | _ffi.RTLD_LOCAL | getattr(_ffi, "RTLD_NODELETE", 0x1000))
+            lib = ffi.dlopen(str(path), ffi.RTLD_NOW | ffi.RTLD_LOCAL | getattr(ffi, "RTLD_NODELETE", 0x1000))
             _libs[key] = lib
         return lib
 
@@ -50,66 +74,138 @@ def open_library(path: Path):
 class NativeModel:
     """A loaded model library plus its weights blob; ``run`` takes and returns numpy arrays."""
 
-    def __init__(self, lib_path: Path, weights: bytes, out_dtypes: list, threads: int = 1,
-                 in_types: list | None = None):
+    def __init__(self, lib_path: Path, weights: bytes | None, out_dtypes: list, threads: int = 1,
+                 in_types: list | None = None, prefix: str = "onnxc_model"):
         """``out_dtypes``: per output its DType, or its IR type when it is a sequence/optional;
-        ``in_types``: per input None for tensors, the IR type for sequence/optional inputs."""
-        self.lib = open_library(lib_path)
+        ``in_types``: per input None for tensors, the IR type for sequence/optional inputs;
+        ``weights``: the blob, or None when the library embeds it (AOT artifacts: ``<prefix>_weights()``);
+        the run function is ``<prefix>_run``."""
+        self.ffi = ffi = ffi_for(prefix)
+        self.lib = open_library(lib_path, ffi)
         self.path = lib_path
-        self._weights = np.frombuffer(weights, dtype=np.uint8) if weights else np.zeros(64, np.uint8)
-        self._wptr = _ffi.from_buffer("unsigned char[]", self._weights)
+        self._run = getattr(self.lib, f"{prefix}_run")
+        self._run_into = getattr(self.lib, f"{prefix}_run_into")
+        self._free = getattr(self.lib, f"{prefix}_free")
+        self._value_free = getattr(self.lib, f"{prefix}_value_free")
+        if weights is None:
+            self._wptr = getattr(self.lib, f"{prefix}_weights")(ffi.new("size_t *"))
+        else:
+            self._weights = aligned_copy(weights) if weights else np.zeros(64, np.uint8)
+            self._wptr = ffi.from_buffer("unsigned char[]", self._weights)
         self.out_dtypes = [d if isinstance(d, (SequenceType, OptionalType)) else DType(d) for d in out_dtypes]
         self.in_types = in_types or []
         self.threads = threads
 
     def run(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
+        ffi = self.ffi
         n_in, n_out = len(arrays), len(self.out_dtypes)
-        ins = _ffi.new("onnxc_tensor[]", max(1, n_in))
-        outs = _ffi.new("onnxc_tensor[]", max(1, n_out))
+        ins = ffi.new("onnxc_tensor[]", max(1, n_in))
+        outs = ffi.new("onnxc_tensor[]", max(1, n_out))
         keep = []
         for i, a in enumerate(arrays):
             t = ins[i]
             vt = self.in_types[i] if i < len(self.in_types) else None
             if vt is not None:
-                t.data = build_value(a, vt, keep, f"input {i}")
+                t.data = build_value(a, vt, keep, f"input {i}", ffi)
                 t.dtype = VALUE_DTYPE
                 continue
             if a.ndim > 16:
                 raise InputError(f"input {i} has rank {a.ndim}; at most 16 is supported")
-            buf = _ffi.from_buffer(a) if a.nbytes else _ffi.NULL
+            if a.dtype.kind in "OUS":
+                a = string_pointers(a, keep, f"input {i}", ffi)
+            buf = ffi.from_buffer(a) if a.nbytes else ffi.NULL
             keep.append(buf)
             t.data = buf
             t.rank = a.ndim
             for k, d in enumerate(a.shape):
                 t.dims[k] = d
-        err = _ffi.new("char[]", ERRLEN)
-        st = self.lib.onnxc_model_run(self._wptr, ins, outs, err, ERRLEN, self.threads)
+        err = ffi.new("char[]", ERRLEN)
+        st = self._run(self._wptr, ins, outs, err, ERRLEN, self.threads)
         if st != 0:
-            msg = _ffi.string(err).decode("utf-8", "replace")
-            raise (InputError if st == 1 else RuntimeFailure)(msg)
-        results = []
-        for i, dt in enumerate(self.out_dtypes):
-            t = outs[i]
-            if not isinstance(dt, DType):
-                p = _ffi.cast("onnxc_value *", t.data)
-                try:
-                    results.append(read_value(p))
-                finally:
-                    self.lib.onnxc_model_value_free(p)
-                continue
-            shape = tuple(t.dims[k] for k in range(t.rank))
-            npdt = dt.np
-            nbytes = int(np.prod(shape, dtype=np.int64)) * npdt.itemsize
-            owner = _ffi.gc(t.data, self.lib.onnxc_model_free)
-            arr = np.frombuffer(_ffi.buffer(owner, nbytes), dtype=npdt).reshape(shape)
-            results.append(arr)
-        return results
+            raise status_error(st, ffi.string(err).decode("utf-8", "replace"))
+        return [self.take_output(outs[i], dt) for i, dt in enumerate(self.out_dtypes)]
+
+    def run_into(self, ins, outs, err) -> int:
+        """Call ``<prefix>_run_into`` with descriptors prepared by the caller (onnxc/fastpath.py)."""
+        return self._run_into(self._wptr, ins, outs, err, ERRLEN, self.threads)
+
+    def take_output(self, t, dt):
+        """The Python value of an output descriptor the library filled (it owns the memory)."""
+        ffi = self.ffi
+        if not isinstance(dt, DType):
+            p = ffi.cast("onnxc_value *", t.data)
+            try:
+                return read_value(p, ffi)
+            finally:
+                self._value_free(p)
+        shape = tuple(t.dims[k] for k in range(t.rank))
+        if dt == DType.STRING:
+            try:
+                return read_strings(t.data, shape, ffi)
+            finally:
+                self._free(t.data)
+        npdt = dt.np
+        nbytes = int(np.prod(shape, dtype=np.int64)) * npdt.itemsize
+        owner = ffi.gc(t.data, self._free)
+        return np.frombuffer(ffi.buffer(owner, nbytes), dtype=npdt).reshape(shape)
 
 
-def build_value(obj, t, keep: list, what: str):
+def status_error(st: int, msg: str) -> Exception:
+    """The exception for a non-zero status of a run function (codes: runtime_c/onnxc.h)."""
+    if st == 1:
+        return InputError(msg)
+    if st == 5:  # valid data using a feature onnxc does not implement
+        return UnsupportedOpError(f"unsupported at run time: {msg}")
+    return RuntimeFailure(msg)
+
+
+def aligned_copy(data: bytes) -> np.ndarray:
+    """``data`` in 64-byte aligned memory. Weight offsets in the blob are 64-byte aligned, but the
+    buffer of a bytes object is not (16 mod 64): unaligned, every vector load of a weight row would
+    straddle two cache lines (measured: a 1.6x slower recurrent step)."""
+    buf = np.empty(len(data) + 64, np.uint8)
+    off = -buf.ctypes.data % 64
+    out = buf[off:off + len(data)]
+    out[:] = np.frombuffer(data, np.uint8)
+    return out
+
+
+def string_pointers(a: np.ndarray, keep: list, what: str, ffi: cffi.FFI = _ffi) -> np.ndarray:
+    """The pointer array (``onnxc_str[]``) of a str/bytes/object array: its strings are encoded as
+    UTF-8 into one NUL-separated buffer that ``keep`` holds until the call returns."""
+    enc = []
+    for s in a.reshape(-1).tolist():
+        if isinstance(s, str):
+            b = s.encode("utf-8", "surrogateescape")
+        elif isinstance(s, bytes):
+            b = s
+        else:
+            raise InputError(f"{what}: expected strings, got an element of type {type(s).__name__}")
+        if b"\0" in b:
+            raise InputError(f"{what}: strings must not contain NUL characters")
+        enc.append(b)
+    chars = ffi.new("char[]", b"\0".join(enc) + b"\0")
+    keep.append(chars)
+    lens = np.fromiter((len(b) + 1 for b in enc), dtype=np.uint64, count=len(enc))
+    starts = np.concatenate([np.zeros(1, np.uint64), np.cumsum(lens, dtype=np.uint64)[:-1]]) if len(enc) else lens
+    ptrs = (starts + np.uint64(int(ffi.cast("uintptr_t", chars)))).reshape(a.shape)
+    keep.append(ptrs)
+    return ptrs
+
+
+def read_strings(data, shape: tuple, ffi: cffi.FFI = _ffi) -> np.ndarray:
+    """An object array of str copied out of a packed string tensor (pointer array + characters)."""
+    n = int(np.prod(shape, dtype=np.int64))
+    p = ffi.cast("char **", data)
+    out = np.empty(n, dtype=object)
+    out[:] = [ffi.string(p[i]).decode("utf-8", "surrogateescape") for i in range(n)]
+    return out.reshape(shape)
+
+
+def build_value(obj, t, keep: list, what: str, ffi: cffi.FFI = _ffi):
     """An ``onnxc_value *`` for a Python sequence (list), optional (None or the element) or tensor.
     The C side only reads it; ``keep`` holds the cdata and arrays alive until the call returns."""
-    v = _ffi.new("onnxc_value *")
+    v = ffi.new("onnxc_value *")
     keep.append(v)
     if isinstance(t, OptionalType):
         if obj is None:
@@ -120,10 +216,10 @@ def build_value(obj, t, keep: list, what: str):
             raise InputError(f"{what}: expected a sequence (list of arrays), got {type(obj).__name__}")
         v.kind = 2
         v.elem_dtype = int(getattr(t.elem, "dtype", 0) or 0)
-        items = _ffi.new("onnxc_value *[]", max(1, len(obj)))
+        items = ffi.new("onnxc_value *[]", max(1, len(obj)))
         keep.append(items)
         for i, x in enumerate(obj):
-            items[i] = build_value(x, t.elem, keep, f"{what}[{i}]")
+            items[i] = build_value(x, t.elem, keep, f"{what}[{i}]", ffi)
         v.n = v.cap = len(obj)
         v.items = items
         return v
@@ -137,7 +233,7 @@ def build_value(obj, t, keep: list, what: str):
     if a.ndim > 16:
         raise InputError(f"{what}: rank {a.ndim}; at most 16 is supported")
     keep.append(a)
-    buf = _ffi.from_buffer(a) if a.nbytes else _ffi.NULL
+    buf = ffi.from_buffer(a) if a.nbytes else ffi.NULL
     keep.append(buf)
     v.kind = 1
     v.elem_dtype = int(t.dtype)
@@ -149,16 +245,17 @@ def build_value(obj, t, keep: list, what: str):
     return v
 
 
-def read_value(p):
+def read_value(p, ffi: cffi.FFI = _ffi):
     """The Python form of an ``onnxc_value *`` the library returned (copied out)."""
     if p.kind == 0:
         return None
     if p.kind == 2:
-        return [read_value(p.items[i]) for i in range(p.n)]
+        return [read_value(p.items[i], ffi) for i in range(p.n)]
     t = p.t
     shape = tuple(t.dims[k] for k in range(t.rank))
     dt = DType(t.dtype).np
     n = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
     if n == 0:
         return np.zeros(shape, dt)
-    return np.frombuffer(_ffi.buffer(t.data, n), dtype=dt).reshape(shape).copy()
+    return np.frombuffer(ffi.buffer(t.data, n), dtype=dt).reshape(shape).copy()
+

@@ -19,9 +19,9 @@ def env() -> jinja2.Environment:
     )
 
 
-def render(name: str, **values) -> str:
+def render(template: str, /, **values) -> str:
     """Render ``templates/<name>`` with precomputed ``values``."""
-    return env().get_template(name).render(**values)
+    return env().get_template(template).render(**values)
 
 
 def c_string(s: str) -> str:
@@ -32,7 +32,7 @@ def c_string(s: str) -> str:
     out = ['"']
     for byte in s.encode("utf-8", "surrogateescape"):
         ch = chr(byte)
-        if ch.isalnum() or ch in " _-.:/,;()[]{}<>=+*!#&|^~@$'":
+        if byte < 0x80 and (ch.isalnum() or ch in " _-.:/,;()[]{}<>=+*!#&|^~@$'"):
             out.append(ch)
         else:
             out.append(f"\\{byte:03o}")

@@ -87,7 +87,7 @@ _NP = {
 
 _C = {
     DType.FLOAT: "float", DType.UINT8: "uint8_t", DType.INT8: "int8_t", DType.UINT16: "uint16_t",
-    DType.INT16: "int16_t", DType.INT32: "int32_t", DType.INT64: "int64_t", DType.STRING: "char*",
+    DType.INT16: "int16_t", DType.INT32: "int32_t", DType.INT64: "int64_t", DType.STRING: "onnxc_str",
     DType.BOOL: "bool", DType.FLOAT16: "uint16_t", DType.DOUBLE: "double", DType.UINT32: "uint32_t",
     DType.UINT64: "uint64_t", DType.COMPLEX64: "float _Complex", DType.COMPLEX128: "double _Complex",
     DType.BFLOAT16: "uint16_t", DType.FLOAT8E4M3FN: "uint8_t", DType.FLOAT8E4M3FNUZ: "uint8_t",

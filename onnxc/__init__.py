@@ -10,8 +10,9 @@ from onnxc.ir.errors import (
                              UnsupportedOpError,
 )
 
+from .aot import build, load
 from .api import CompiledModel, TensorInfo, compile
 
-__all__ = ["compile", "CompiledModel", "TensorInfo", "OnnxcError", "ModelError", "UnsupportedOpError",
+__all__ = ["compile", "build", "load", "CompiledModel", "TensorInfo", "OnnxcError", "ModelError", "UnsupportedOpError",
            "ShapeError", "CompileError", "InputError", "RuntimeFailure"]
 __version__ = "0.1.0"

@@ -17,6 +17,7 @@ from onnxc.codegen.native import NativeModel
 from onnxc.ir import DType, InputError, Model, TensorType
 from onnxc.passes.pipeline import optimize
 
+from .fastpath import FastPath
 from .support import check_supported
 
 
@@ -40,18 +41,39 @@ class TensorInfo:
         return f"TensorInfo({self.name!r}, {self.elem_type.name.lower()}, {list(self.shape)})"
 
 
+_ML_NAMES = {DType.BFLOAT16: "bfloat16", DType.FLOAT8E4M3FN: "float8_e4m3fn", DType.FLOAT8E4M3FNUZ: "float8_e4m3fnuz",
+             DType.FLOAT8E5M2: "float8_e5m2", DType.FLOAT8E5M2FNUZ: "float8_e5m2fnuz",
+             DType.FLOAT8E8M0: "float8_e8m0fnu", DType.FLOAT4E2M1: "float4_e2m1fn", DType.INT4: "int4",
+             DType.UINT4: "uint4", DType.INT2: "int2", DType.UINT2: "uint2"}
+_SUBBYTE_INTS = (DType.INT4, DType.UINT4, DType.INT2, DType.UINT2)
+
+
 def _ml_dtype(dt: DType) -> np.dtype | None:
-    """The ml_dtypes numpy dtype of an emulated float type, when ml_dtypes is installed."""
-    if dt not in (DType.BFLOAT16, DType.FLOAT8E4M3FN, DType.FLOAT8E4M3FNUZ, DType.FLOAT8E5M2,
-                  DType.FLOAT8E5M2FNUZ):
+    """The ml_dtypes numpy dtype of a type numpy lacks (bfloat16, float8, float4, int4, int2), when
+    ml_dtypes is installed and has it."""
+    if dt not in _ML_NAMES:
         return None
     try:
         import ml_dtypes
     except ImportError:
         return None
-    names = {DType.BFLOAT16: "bfloat16", DType.FLOAT8E4M3FN: "float8_e4m3fn", DType.FLOAT8E4M3FNUZ: "float8_e4m3fnuz",
-             DType.FLOAT8E5M2: "float8_e5m2", DType.FLOAT8E5M2FNUZ: "float8_e5m2fnuz"}
-    return np.dtype(getattr(ml_dtypes, names[dt]))
+    t = getattr(ml_dtypes, _ML_NAMES[dt], None)
+    return None if t is None else np.dtype(t)
+
+
+def _from_ml(a: np.ndarray, dt: DType, storage: np.dtype) -> np.ndarray:
+    """IR storage of an ml_dtypes array: float bit patterns (float4 in the low nibble), int4/int2
+    values one a byte (sign-extended)."""
+    if dt in _SUBBYTE_INTS:
+        return a.astype(storage)
+    if dt == DType.FLOAT4E2M1:
+        return a.view(np.uint8) & np.uint8(0x0F)
+    return a.view(storage)
+
+
+def _to_ml(a: np.ndarray, dt: DType, ml: np.dtype) -> np.ndarray:
+    """An output in IR storage as its ml_dtypes array (values for int4/int2, else the same bits)."""
+    return a.astype(ml) if dt in _SUBBYTE_INTS else a.view(ml)
 
 
 def _info(name: str, t) -> TensorInfo:
@@ -70,7 +92,7 @@ class CompiledModel:
 
     def __init__(self, native: NativeModel, inputs: list[TensorInfo], outputs: list[TensorInfo],
                  ir: Model | None = None, program: Program | None = None, source: str | None = None,
-                 timings: dict | None = None):
+                 timings: dict | None = None, early: list[bool] | None = None):
         self._native = native
         self.inputs = inputs
         self.outputs = outputs
@@ -79,7 +101,15 @@ class CompiledModel:
         self.c_source = source
         self.timings = timings or {}
         self._in_names = [i.name for i in inputs]
-        self._views = {i: v for i, o in enumerate(outputs) if (v := _ml_dtype(o.elem_type)) is not None}
+        self._out_names = [o.name for o in outputs]
+        try:  # the per-call fast path (onnxc/fastpath.py) for numeric tensor models
+            if early is None and program is not None:
+                early = output_plan(program)
+            self._fast = FastPath(native, [i.type for i in inputs], [o.type for o in outputs], early or [])
+        except ValueError:
+            self._fast = None
+        self._views = {i: v for i, o in enumerate(outputs)
+                       if o.is_tensor and (v := _ml_dtype(o.elem_type)) is not None}
 
     def _prepare(self, feeds: dict) -> list[np.ndarray]:
         arrays = []
@@ -92,9 +122,15 @@ class CompiledModel:
                 continue
             if not isinstance(a, np.ndarray):
                 a = np.asarray(a)
+            if info.elem_type == DType.STRING:  # str, bytes or object arrays; encoded natively
+                if a.dtype.kind not in "OUS":
+                    raise InputError(f"input {info.name!r}: expected strings, got {a.dtype}")
+                arrays.append(a)
+                continue
             if a.dtype != info.dtype:
-                if a.dtype.name == info.elem_type.name.lower() and a.dtype.itemsize == info.dtype.itemsize:
-                    a = a.view(info.dtype)  # ml_dtypes bfloat16/float8 arrays: same bits, numpy-native view
+                ml = _ml_dtype(info.elem_type)
+                if ml is not None and a.dtype == ml:  # (a dtype compares equal to None: float64)
+                    a = _from_ml(a, info.elem_type, info.dtype)  # ml_dtypes bfloat16/float8/int4... arrays
                 elif a.dtype.kind == info.dtype.kind == "f" and a.dtype == np.float64 and a.ndim == 0:
                     a = a.astype(info.dtype)
                 else:
@@ -109,39 +145,56 @@ class CompiledModel:
         return arrays
 
     def _finish(self, outs: list[np.ndarray]) -> list[np.ndarray]:
-        """Outputs of types numpy lacks (bfloat16, float8) come back as ml_dtypes views when installed,
-        else as their raw bit patterns (uint8/uint16)."""
+        """Outputs of types numpy lacks (bfloat16, float8, float4, int4, int2) come back as ml_dtypes
+        arrays when installed, else as their raw storage (uint16/uint8 bit patterns, int8/uint8 values)."""
         if self._views:
-            outs = [a.view(self._views[i]) if i in self._views else a for i, a in enumerate(outs)]
+            outs = [_to_ml(a, self.outputs[i].elem_type, self._views[i]) if i in self._views else a
+                    for i, a in enumerate(outs)]
         return outs
 
     def run(self, feeds: dict, output_names: list[str] | None = None) -> dict[str, np.ndarray]:
-        outs = self._finish(self._native.run(self._prepare(feeds)))
-        res = {o.name: a for o, a in zip(self.outputs, outs)}
+        outs = None
+        fast = self._fast
+        if fast is not None and len(feeds) == fast.n_in:
+            try:
+                arrays = [feeds[n] for n in self._in_names]
+            except KeyError:
+                arrays = None
+            if arrays is not None:
+                outs = fast.call(arrays)
+        if outs is None:
+            outs = self._native.run(self._prepare(feeds))
+        if self._views:
+            outs = self._finish(outs)
+        res = dict(zip(self._out_names, outs))
         if output_names is not None:
             return {n: res[n] for n in output_names}
         return res
 
     def __call__(self, *arrays: np.ndarray):
-        if len(arrays) != len(self.inputs):
-            raise InputError(f"expected {len(self.inputs)} positional input(s) {self._in_names}, got {len(arrays)}")
-        outs = self._finish(self._native.run(self._prepare(dict(zip(self._in_names, arrays)))))
+        fast = self._fast
+        outs = fast.call(arrays) if fast is not None and len(arrays) == fast.n_in else None
+        if outs is None:
+            if len(arrays) != len(self.inputs):
+                raise InputError(f"expected {len(self.inputs)} positional input(s) {self._in_names}, got "
+                                 f"{len(arrays)}")
+            outs = self._native.run(self._prepare(dict(zip(self._in_names, arrays))))
+        if self._views:
+            outs = self._finish(outs)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def __repr__(self) -> str:
         return f"<onnxc.CompiledModel inputs={self.inputs} outputs={self.outputs}>"
 
 
-def compile(model, *, threads: int | None = None, cache_dir: str | os.PathLike | None = None,
-            cc: str | None = None, flags: tuple[str, ...] | None = None, check_ir: bool | None = None,
-            dump_ir: str | set[str] | None = None) -> CompiledModel:
-    """Compile an ONNX model (path, bytes or protobuf ModelProto) to native code.
+def output_plan(program: Program) -> list[bool]:
+    """Per output: True when the run function sizes it from the input shapes alone (caller-allocatable)."""
+    return [b.kind == "output" and not program.is_dynamic(b) for _, b, _ in program.outputs]
 
-    ``threads``: threads the kernels may use (default: all cores). ``cache_dir``: compile cache
-    (default ``$ONNXC_CACHE_DIR`` or ``~/.cache/onnxc``). ``cc``/``flags``: C compiler and its
-    optimization flags (default ``-O3 -march=native``). ``check_ir``: run the IR checker after every
-    pass (default from ``$ONNXC_CHECK_IR``). ``dump_ir``: print the IR after the named passes or "all".
-    """
+
+def lower_model(model, threads: int | None = None, check_ir: bool | None = None,
+                dump_ir: str | set[str] | None = None) -> tuple[Model, Program, int, dict]:
+    """Frontend, passes and lowering shared by compile() and build(): (IR, Program, threads, timings)."""
     t0 = time.perf_counter()
     if isinstance(model, Model):
         m = model
@@ -157,21 +210,51 @@ def compile(model, *, threads: int | None = None, cache_dir: str | os.PathLike |
     t2 = time.perf_counter()
     nthreads = threads or os.cpu_count() or 1
     program = lower(m, nthreads)
-    source = emit_c(program)
-    t3 = time.perf_counter()
+    return m, program, nthreads, {"load": t1 - t0, "passes": t2 - t1, "lower": time.perf_counter() - t2}
+
+
+def compiler_config(cc: str | None = None, flags: tuple[str, ...] | None = None) -> CompilerConfig:
     cfg = CompilerConfig()
     if cc is not None:
         cfg = CompilerConfig(cc=cc, flags=cfg.flags)
     if flags is not None:
         cfg = CompilerConfig(cc=cfg.cc, flags=tuple(flags))
-    so = build_cached(source, cfg, cache_dir)
-    t4 = time.perf_counter()
+    return cfg
+
+
+def io_infos(m: Model, program: Program) -> tuple[list[TensorInfo], list[TensorInfo]]:
     outs = [_info(n, TensorType(b.dtype, shape) if not b.is_value else v.type)
             for (n, b, shape), v in zip(program.outputs, m.graph.outputs)]
     ins = [_info(v.name, v.type) for v in m.graph.inputs]
-    native = NativeModel(Path(so), program.weights, [o.type if not o.is_tensor else b.dtype
-                                                    for o, (_, b, _) in zip(outs, program.outputs)], nthreads,
-                         [None if i.is_tensor else i.type for i in ins])
-    timings = {"load": t1 - t0, "passes": t2 - t1, "codegen": t3 - t2, "build": t4 - t3,
-               "total": time.perf_counter() - t0}
+    return ins, outs
+
+
+def native_types(ins: list[TensorInfo], outs: list[TensorInfo]) -> tuple[list, list]:
+    """What NativeModel needs: per output its DType (or IR type for values), per input None or IR type."""
+    return ([o.elem_type if o.is_tensor else o.type for o in outs],
+            [None if i.is_tensor else i.type for i in ins])
+
+
+def compile(model, *, threads: int | None = None, cache_dir: str | os.PathLike | None = None,
+            cc: str | None = None, flags: tuple[str, ...] | None = None, check_ir: bool | None = None,
+            dump_ir: str | set[str] | None = None, profile: bool = False) -> CompiledModel:
+    """Compile an ONNX model (path, bytes or protobuf ModelProto) to native code.
+
+    ``threads``: threads the kernels may use (default: all cores). ``cache_dir``: compile cache
+    (default ``$ONNXC_CACHE_DIR`` or ``~/.cache/onnxc``). ``cc``/``flags``: C compiler and its
+    optimization flags (default ``-O3 -march=native``). ``check_ir``: run the IR checker after every
+    pass (default from ``$ONNXC_CHECK_IR``). ``dump_ir``: print the IR after the named passes or "all".
+    ``profile``: time each kernel step; read the sums with ``onnxc.profile.read_profile(model)``.
+    """
+    t0 = time.perf_counter()
+    m, program, nthreads, timings = lower_model(model, threads, check_ir, dump_ir)
+    source = emit_c(program, profile=profile)
+    t3 = time.perf_counter()
+    so = build_cached(source, compiler_config(cc, flags), cache_dir)
+    t4 = time.perf_counter()
+    ins, outs = io_infos(m, program)
+    out_types, in_types = native_types(ins, outs)
+    native = NativeModel(Path(so), program.weights, out_types, nthreads, in_types)
+    timings = {"load": timings["load"], "passes": timings["passes"], "codegen": t3 - t0 - timings["load"]
+               - timings["passes"], "build": t4 - t3, "total": time.perf_counter() - t0}
     return CompiledModel(native, ins, outs, m, program, source, timings)

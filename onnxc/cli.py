@@ -3,6 +3,7 @@
     onnxc run MODEL [--input NAME=FILE ...] [--dim NAME=SIZE ...] [--output-dir DIR]
     onnxc info MODEL [--dump-after STEP|all] [--emit-c FILE]
     onnxc ops [--json]
+    onnxc bench MODEL [--threads N] [--runs N] [--profile] [--dim NAME=SIZE ...]
 
 Every failure exits non-zero with one line on stderr (``--debug`` shows the traceback instead).
 """
@@ -262,9 +263,19 @@ def _versions(v: tuple[int, int]) -> str:
     return f"{lo}+" if hi >= 10**9 else f"{lo}-{hi}"
 
 
+def _how(kd, key, fold_rules) -> str:
+    """How an op with a shape rule is implemented."""
+    if kd is not None:
+        return "view" if kd.alias else "kernel"
+    return "fold-only" if key in fold_rules else "none"
+
+
 def supported_ops() -> list[dict]:
-    """One row per (domain, op) known to any registry, generated from the registries."""
+    """One row per (domain, op) known to any registry, generated from the registries: the opset
+    versions of its shape rule (or expansion), the element types its kernel declares (``types=``,
+    codegen/kernels/base.py) and how it is implemented (kernel, view, expansion, fold-only)."""
     from onnxc.codegen.kernels.registry import KERNELS
+    from onnxc.codegen.kernels.typesets import describe_types, type_names
     from onnxc.passes.expansions import EXPANSIONS
     from onnxc.passes.shapes.registry import FOLD_RULES, SHAPE_RULES
 
@@ -272,19 +283,24 @@ def supported_ops() -> list[dict]:
     for key in sorted(set(SHAPE_RULES) | set(FOLD_RULES) | set(KERNELS) | set(EXPANSIONS),
                       key=lambda k: (k[0], k[1].lower())):
         rule, kd = SHAPE_RULES.get(key), KERNELS.get(key)
+        row = {"domain": key[0] or "ai.onnx", "op": key[1]}
         if rule is None and kd is None and key in EXPANSIONS:
             vs = [e.versions for e in EXPANSIONS[key]]
-            rows.append({"domain": key[0] or "ai.onnx", "op": key[1],
-                         "opsets": _versions((min(v[0] for v in vs), max(v[1] for v in vs))),
-                         "shape_rule": False, "fold": False, "kernel": "expansion", "restricted": False,
-                         "compiles": True})
-            continue
-        kernel = None if kd is None else ("view" if kd.alias else "yes")
-        rows.append({"domain": key[0] or "ai.onnx", "op": key[1],
-                     "opsets": _versions(rule.versions) if rule else None,
-                     "shape_rule": rule is not None, "fold": key in FOLD_RULES, "kernel": kernel,
-                     "restricted": kd is not None and kd.accepts is not None,
-                     "compiles": rule is not None and (kd is not None or key in FOLD_RULES)})
+            row.update(opsets=_versions((min(v[0] for v in vs), max(v[1] for v in vs))), types="as its expansion",
+                       types_text="as its expansion", implementation="expansion", family=None,
+                       restricted=False, shape_rule=False, fold=False, compiles=True)
+        else:
+            declared = kd is not None and kd.types is not None
+            how = _how(kd, key, FOLD_RULES) if rule is not None else ("kernel, no shape rule" if kd else "fold rule only")
+            row.update(opsets=_versions(rule.versions) if rule else None,
+                       types=type_names(kd.types) if declared else None,
+                       types_text=describe_types(kd.types) if declared else
+                       ("-" if kd is None else "(not declared)"),
+                       implementation=how, family=kd.family if kd is not None else None,
+                       restricted=kd is not None and kd.accepts is not None,
+                       shape_rule=rule is not None, fold=key in FOLD_RULES,
+                       compiles=rule is not None and (kd is not None or key in FOLD_RULES))
+        rows.append(row)
     return rows
 
 
@@ -293,17 +309,28 @@ def cmd_ops(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows, indent=1))
         return 0
-    head = ("domain", "op", "opsets", "shape", "fold", "kernel")
-    table = [(r["domain"], r["op"], r["opsets"] or "-", "yes" if r["shape_rule"] else "-",
-              "yes" if r["fold"] else "-",
-              (r["kernel"] or ("fold only" if r["fold"] else "-")) + (" *" if r["restricted"] else ""))
-             for r in rows]
+    head = ("domain", "op", "opsets", "implementation", "element types")
+    table = [(r["domain"], r["op"], r["opsets"] or "-", r["implementation"] + (" *" if r["restricted"] else ""),
+              r["types_text"]) for r in rows]
     widths = [max(len(str(x)) for x in col) for col in zip(head, *table)]
     for line in [head, *table]:
         print("  ".join(str(x).ljust(w) for x, w in zip(line, widths)).rstrip())
     n_ok = sum(r["compiles"] for r in rows)
-    print(f"\n{n_ok} operators compile ({len(rows)} known to a registry). opsets: versions with a shape "
-          "rule; * the kernel rejects some element types or attributes (the error says which).")
+    print(f"\n{n_ok} operators compile ({len(rows)} known to a registry). opsets: the versions of the shape rule "
+          "or expansion; element types: those the kernel computes, for the op's main type parameter (other "
+          "inputs follow the spec); * the kernel also rejects some attribute values or input combinations "
+          "(the error says which).")
+    return 0
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    import onnxc
+
+    out = args.output or args.emit_c
+    d = onnxc.build(args.model, out, name=args.name, embed_weights=args.weights == "embed", target=args.target,
+                    threads=args.threads, emit_only=args.emit_c is not None)
+    what = "sources (run make there)" if args.emit_c else "library"
+    print(f"onnxc: wrote the {what} to {d}")
     return 0
 
 
@@ -342,9 +369,29 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--threads", type=int, default=None, help="thread count the code is generated for")
     i.set_defaults(func=cmd_info)
 
+    b = sub.add_parser("build", parents=[common], help="compile a model into a standalone library + C API",
+                       description="Compile MODEL ahead of time into DIR: lib<name>.so, <name>.h (C API), "
+                       "weights, example.c, README, sources with Makefile/CMakeLists.txt and onnxc.json "
+                       "(for onnxc.load). With --emit-c only the sources and build files are written.")
+    b.add_argument("model", help="the .onnx file")
+    dest = b.add_mutually_exclusive_group(required=True)
+    dest.add_argument("--output", "-o", metavar="DIR", help="build the artifact into DIR")
+    dest.add_argument("--emit-c", metavar="DIR", help="write sources, headers, Makefile and CMakeLists.txt only")
+    b.add_argument("--name", help="C identifier for the library and API prefix (default: the model file's name)")
+    b.add_argument("--weights", choices=("embed", "file"), default="embed",
+                   help="weights inside the library (default) or in <name>.weights beside it, checksummed")
+    b.add_argument("--target", default="native",
+                   help="ISA: native (default), portable, x86-64-v2, x86-64-v3, x86-64-v4, aarch64")
+    b.add_argument("--threads", type=int, default=None, help="default thread count of the library")
+    b.set_defaults(func=cmd_build)
+
     o = sub.add_parser("ops", parents=[common], help="operators onnxc supports, from its registries")
     o.add_argument("--json", action="store_true", help="machine-readable output")
     o.set_defaults(func=cmd_ops)
+
+    from onnxc.bench import add_bench_parser  # onnxc bench: the subparser and cmd_bench live in bench.py
+
+    add_bench_parser(sub, common)
     return p
 
 

@@ -56,11 +56,15 @@ def shape_fn(dims: tuple, where: dict[str, tuple[int, int]]) -> ShapeFn | None:
 
 
 class FastPath:
-    def __init__(self, native: NativeModel, in_types: list, out_types: list):
-        """``in_types``/``out_types``: the IR types of the graph inputs/outputs. Raises ValueError when
-        the model does not qualify (non-numeric or non-tensor inputs)."""
+    def __init__(self, native: NativeModel, in_types: list, out_types: list, early: list[bool]):
+        """``in_types``/``out_types``: the IR types of the graph inputs/outputs; ``early``: per output,
+        whether the run function sizes it from the input shapes alone (then ``run_into`` expects the
+        caller's buffer; else the library allocates it). Raises ValueError when the model does not
+        qualify (non-numeric or non-tensor inputs, an early output whose shape cannot be computed)."""
         if not all(_numeric(t) for t in in_types):
             raise ValueError("only numeric tensor inputs take the fast path")
+        if len(early) != len(out_types):
+            raise ValueError("no output allocation plan")
         self.native = native
         self.ffi = native.ffi
         self._run = native.run_into
@@ -76,8 +80,10 @@ class FastPath:
         self.out_fn: list[ShapeFn | None] = []
         self.out_dt: list = []
         self.out_static: list[tuple | None] = []
-        for t in out_types:
-            fn = shape_fn(t.shape, where) if _numeric(t) else None
+        for t, pre in zip(out_types, early):
+            fn = shape_fn(t.shape, where) if pre and _numeric(t) else None
+            if pre and fn is None:
+                raise ValueError("an output the run function sizes early has no shape function here")
             self.out_fn.append(fn)
             self.out_dt.append(t.dtype.np if fn is not None else (t.dtype if isinstance(t, TensorType) else t))
             static = fn is not None and all(isinstance(d, int) and d > 0 for d in t.shape)

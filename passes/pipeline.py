@@ -15,7 +15,10 @@ from onnxc.ir.checker import check_model
 from .base import PassResult
 from .eliminate_common_subexpressions import eliminate_common_subexpressions
 from .eliminate_dead_code import eliminate_dead_code
+from .fold_batchnorm import fold_batchnorm
 from .fold_constants import fold_constants
+from .fuse_elementwise import fuse_elementwise
+from .fuse_gemv_epilogue import fuse_gemv_epilogue
 from .infer_shapes import infer_shapes
 from .inline_functions import inline_functions
 from .lift_captures import lift_captures
@@ -31,8 +34,11 @@ def steps() -> list[Step]:
         ("eliminate_dead_code", eliminate_dead_code),
         ("infer_shapes", infer_shapes),
         ("fold_constants", fold_constants),
+        ("fold_batchnorm", fold_batchnorm),
         ("eliminate_common_subexpressions", eliminate_common_subexpressions),
         ("remove_identities", remove_identities),
+        ("fuse_gemv_epilogue", fuse_gemv_epilogue),
+        ("fuse_elementwise", fuse_elementwise),
         ("eliminate_dead_code", eliminate_dead_code),
     ]
 

@@ -25,15 +25,29 @@ enum onnxc_status {
     ONNXC_ERR_INPUT = 1,   /* wrong input: dtype, rank or dimension */
     ONNXC_ERR_RUNTIME = 2, /* a kernel met invalid data (index out of range, ...) */
     ONNXC_ERR_MEMORY = 3,  /* allocation failed */
+    ONNXC_ERR_UNSUPPORTED = 5, /* valid data using a feature onnxc does not implement (e.g. an image format) */
 };
 
-/* A dense, row-major tensor. dtype uses the ONNX TensorProto.DataType numbers. */
+/* A dense, row-major tensor. dtype uses the ONNX TensorProto.DataType numbers. (AOT headers declare
+ * the same struct under the same guard, so both can be included together.) */
+#ifndef ONNXC_TENSOR_DEFINED
+#define ONNXC_TENSOR_DEFINED
 typedef struct onnxc_tensor {
     void *data;
     int64_t dims[ONNXC_MAX_RANK];
     int32_t rank;
     int32_t dtype;
 } onnxc_tensor;
+#endif
+
+/* A string tensor element: NUL-terminated UTF-8 that the tensor does not own (runtime_c/onnxc_strings.h). */
+typedef const char *onnxc_str;
+
+/* Per-call storage of strings made at run time: a list of chunks, freed when the run returns. */
+typedef struct onnxc_pool { struct onnxc_pool *next; size_t used, cap; } onnxc_pool;
+static inline void onnxc_pool_free(onnxc_pool *p) {
+    while (p) { onnxc_pool *n = p->next; free(p); p = n; }
+}
 
 /* Per-call state passed to every kernel. */
 typedef struct onnxc_rt {
@@ -41,6 +55,7 @@ typedef struct onnxc_rt {
     size_t errlen;
     int threads;   /* threads kernels may use (OpenMP) */
     const unsigned char *W; /* the weights blob (subprograms find theirs at an offset) */
+    onnxc_pool *pool;       /* strings made during this call (NULL until the first one) */
 } onnxc_rt;
 
 /* Record an error message; returns the status so kernels can `return onnxc_fail(...)`. */

@@ -1,23 +1,21 @@
-/* onnxc_gemm.h: portable, cache- and register-blocked GEMM for onnxc kernels (float and double).
+/* onnxc_gemm.h: the GEMM of onnxc kernels (float and double).
  *
  *   int onnxc_sgemm(int threads, int transA, int transB, int64_t M, int64_t N, int64_t K,
  *                   float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
  *                   float beta, float *C, int64_t ldc);
  *   int onnxc_dgemm(...)            the same for double
  *   int onnxc_sgemm_ref(...), onnxc_dgemm_ref(...)   naive reference (same arguments), for tests
+ *   int onnxc_sgemm_ex(...)         float with pre-packed operands and a fused epilogue (onnxc_sgemm.h)
  *
  * Row-major: C[M x N] = alpha * op(A)[M x K] * op(B)[K x N] + beta * C, where op(X) is X, or X^T when
  * the trans flag is set (then A is stored K x M with leading dimension lda, B as N x K). As in BLAS,
  * beta == 0 makes C write-only: its old contents (possibly NaN) are never read. Returns 0, or
  * ONNXC_ERR_MEMORY when a packing buffer cannot be allocated.
  *
- * Algorithm (Goto/BLIS): C is cut into NC-column and MC-row blocks, K into KC slices; the B slice is
- * packed into NR-wide panels, the A block into MR-tall panels, and an MR x NR register-blocked
- * micro-kernel (plain C with `omp simd`, vectorized by the compiler for the target) accumulates.
- * With threads > 1 the output is split into one stripe per thread (along N or M, whichever is wider),
- * each computed by the serial algorithm with its own buffers. Vectors (M == 1 or N == 1) take
- * unpacked dot/axpy paths. The micro-kernel is the single place a later ISA-specific kernel
- * (AVX-512, AVX2, NEON) plugs in.
+ * float: onnxc_sgemm.h (packed 12 x 32 panels, AVX-512 / AVX2+FMA / NEON / portable micro-kernels of
+ * onnxc_sgemm_kern.h, chosen by the compile target). double, and the float paths for vectors and tiny
+ * products: onnxc_gemm_impl.h, a portable Goto/BLIS GEMM whose micro-kernel is plain C with `omp simd`
+ * (instantiated once per element type; the float instance is named onnxc_sx*).
  */
 #ifndef ONNXC_GEMM_H
 #define ONNXC_GEMM_H
@@ -78,7 +76,7 @@
 
 #define ONNXC_GEMM_T float
 #define ONNXC_GEMM_NR ONNXC_SGEMM_NR
-#define ONNXC_GEMM_FN(name) onnxc_s##name
+#define ONNXC_GEMM_FN(name) onnxc_sx##name
 #include "onnxc_gemm_impl.h"
 #undef ONNXC_GEMM_T
 #undef ONNXC_GEMM_NR
@@ -91,6 +89,8 @@
 #undef ONNXC_GEMM_T
 #undef ONNXC_GEMM_NR
 #undef ONNXC_GEMM_FN
+
+#include "onnxc_sgemm.h"
 
 #ifdef ONNXC_GEMM_POP_OPTIONS
 #pragma GCC pop_options

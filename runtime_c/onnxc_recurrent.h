@@ -18,11 +18,24 @@
  * the panels stream past. Threads split the panels, or the rows when there are few panels. The
  * block function is not inlined so that it keeps this header's code generation options (512-bit
  * vectors) instead of the caller's.
+ *
+ * Also here: onnxc_rnn_panels_s/d (rows times a range of panels on the calling thread), the spin
+ * barrier of the threaded time steps (templates/recurrent.c.j2: each thread owns whole panels of
+ * hidden units, states double-buffered, one barrier per step, falling back to one thread when a
+ * barrier waits too long), and the 512-bit LSTM gate math onnxc_lstm_gates_s.
  */
 #ifndef ONNXC_RECURRENT_H
 #define ONNXC_RECURRENT_H
 
 #include "onnxc.h"
+#include <stdatomic.h>
+#if defined(__unix__) || defined(__APPLE__)
+#include <sched.h>
+#include <unistd.h>
+#endif
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #define ONNXC_RNN_P_S 32 /* panel width in elements: 128 bytes */
 #define ONNXC_RNN_P_D 16
@@ -34,6 +47,59 @@
 #ifndef ONNXC_RNN_PAR_MIN
 #define ONNXC_RNN_PAR_MIN 262144
 #endif
+
+/* A direction runs its time steps on several threads (each owning a range of hidden units, with one
+ * barrier per step) when a step has at least this many multiply-adds. Measured on a 2-core VM shared
+ * with other work: at hidden size 128 (65536 per step, about a microsecond) or 256 the fork and 32
+ * barriers cost more than they save, at 512 (R no longer fits one core's L2) the threads help. */
+#ifndef ONNXC_RNN_STEP_PAR_MIN
+#define ONNXC_RNN_STEP_PAR_MIN 1048576
+#endif
+
+/* The barrier between the time steps of the threads of one direction: a generation counter that the
+ * last thread to arrive advances. It spins (a step takes about a microsecond, far less than a sleep
+ * and wake-up). A thread that waits longer than ONNXC_RNN_SPIN pauses (another thread was descheduled:
+ * the machine has more work than cores) marks the barrier slow and yields; the last thread then
+ * decides that the remaining steps run on one thread, and the wait returns 1 to every thread. */
+#ifndef ONNXC_RNN_SPIN
+#define ONNXC_RNN_SPIN 2000
+#endif
+typedef struct {
+    atomic_int count, gen, slow, serial;
+} onnxc_rnn_bar;
+
+static inline void onnxc_rnn_bar_init(onnxc_rnn_bar *b) {
+    atomic_init(&b->count, 0);
+    atomic_init(&b->gen, 0);
+    atomic_init(&b->slow, 0);
+    atomic_init(&b->serial, 0);
+}
+
+static inline int onnxc_rnn_bar_wait(onnxc_rnn_bar *b, int n) {
+    const int g = atomic_load_explicit(&b->gen, memory_order_acquire);
+    if (atomic_fetch_add_explicit(&b->count, 1, memory_order_acq_rel) == n - 1) {
+        atomic_store_explicit(&b->count, 0, memory_order_relaxed);
+        if (atomic_load_explicit(&b->slow, memory_order_relaxed))
+            atomic_store_explicit(&b->serial, 1, memory_order_relaxed);
+        atomic_store_explicit(&b->gen, g + 1, memory_order_release);
+        return atomic_load_explicit(&b->serial, memory_order_relaxed);
+    }
+    for (long spin = 0; atomic_load_explicit(&b->gen, memory_order_acquire) == g; spin++) {
+        if (spin < ONNXC_RNN_SPIN) {
+#if defined(__x86_64__) || defined(__i386__)
+            __builtin_ia32_pause();
+#elif defined(__aarch64__)
+            __asm__ __volatile__("yield");
+#endif
+        } else {
+            if (spin == ONNXC_RNN_SPIN) atomic_store_explicit(&b->slow, 1, memory_order_relaxed);
+#if defined(__unix__) || defined(__APPLE__)
+            sched_yield();
+#endif
+        }
+    }
+    return atomic_load_explicit(&b->serial, memory_order_relaxed);
+}
 
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC push_options
@@ -115,6 +181,13 @@
                                                               int64_t ldc, int64_t p0, int64_t p1) { \
         ONNXC_RNN_BLOCK(S, P)                                                                        \
     }                                                                                                \
+    /* rows [0, M) in blocks of ONNXC_RNN_MBLK times panels [p0, p1), on the calling thread */           \
+    static inline void onnxc_rnn_panels_##S(int64_t M, int64_t K, const T *a, int64_t lda, const T *bp, T *c, \
+                                            int64_t ldc, int64_t p0, int64_t p1) {                   \
+        for (int64_t i0 = 0; i0 < M; i0 += ONNXC_RNN_MBLK)                                           \
+            onnxc_rnn_block_##S(M - i0 < ONNXC_RNN_MBLK ? M - i0 : ONNXC_RNN_MBLK, K, a + i0 * lda, lda, bp, \
+                                c + i0 * ldc, ldc, p0, p1);                                          \
+    }                                                                                                \
     static inline void onnxc_rnn_mul_##S(int threads, int64_t M, int64_t np, int64_t K, const T *a,  \
                                          int64_t lda, const T *bp, T *c, int64_t ldc) {              \
         int nt = threads > 1 && (double)M * (double)(np * P) * (double)K >= ONNXC_RNN_PAR_MIN ? threads : 1; \
@@ -150,6 +223,111 @@ ONNXC_RNN_DEFINE(double, d, ONNXC_RNN_P_D)
 #undef ONNXC_RNN_BLOCK
 #undef ONNXC_RNN_CALL
 #undef ONNXC_RNN_TILE
+
+/* ---- LSTM gate math with 512-bit vectors (default activations: sigmoid, tanh, tanh) -----------------
+ *
+ *   void onnxc_lstm_gates_s(int64_t k0, int64_t k1, int64_t H, const float *gx, const float *gr,
+ *                           const float *bias, const float *P, float clip, int input_forget,
+ *                           float *hb, float *cb);
+ *
+ * For units k in [k0, k1) of one batch row, with pre-activations x_g = gx[g H + k] + gr[g H + k] +
+ * bias[g H + k] (gate order i, o, f, c; peepholes P = [pi, po, pf] or NULL; clip > 0 clamps every
+ * pre-activation to [-clip, clip], clip = INFINITY does not):
+ *   i = sigmoid(x_i + pi c), f = input_forget ? 1 - i : sigmoid(x_f + pf c), g = tanh(x_c),
+ *   c' = f c + i g, o = sigmoid(x_o + po c'), h = o tanh(c');  cb[k] = c', hb[k] = h.
+ * The generic template loop calls a scalar exp whose loop vectorizes, but needs five divisions per
+ * element, and vdivps is the slowest instruction there is; here every quotient is a reciprocal
+ * estimate refined by one Newton step and corrected for the rounding of its denominator, so sigmoid
+ * and tanh stay within about 2 ulp (tests/ops/test_recurrent.py compares them with float64 over a
+ * dense sample). NaN propagates; large arguments saturate to 0, 1 or +-1 exactly. */
+#if defined(__AVX512F__)
+#include <immintrin.h>
+
+/* exp(y) for y <= 0 (NaN stays NaN): Cody-Waite reduction and Cephes' polynomial; scalef rebuilds
+ * 2^n, subnormal results included. */
+static inline __m512 onnxc_rnn_vexp_neg(__m512 y) {
+    y = _mm512_max_ps(_mm512_set1_ps(-104.0f), y); /* max(c, NaN) is NaN */
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(y, _mm512_set1_ps(1.44269504089f)),
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), y);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    return _mm512_scalef_ps(p, n);
+}
+
+/* num / (1 + e) for e in [0, 1]: a reciprocal estimate of d = 1 + e refined by one Newton step, one
+ * residual step on the quotient (FMA: num - d q is exact), then the first-order correction for the
+ * rounding error c of d (1 + e == d + c exactly). */
+static inline __m512 onnxc_rnn_vdiv1p(__m512 num, __m512 e) {
+    const __m512 one = _mm512_set1_ps(1.0f);
+    const __m512 d = _mm512_add_ps(one, e), c = _mm512_add_ps(_mm512_sub_ps(one, d), e);
+    __m512 r = _mm512_rcp14_ps(d);
+    r = _mm512_mul_ps(r, _mm512_fnmadd_ps(d, r, _mm512_set1_ps(2.0f)));
+    __m512 q = _mm512_mul_ps(num, r);
+    q = _mm512_fmadd_ps(_mm512_fnmadd_ps(d, q, num), r, q);
+    return _mm512_fnmadd_ps(_mm512_mul_ps(q, c), r, q);
+}
+
+static inline __m512 onnxc_rnn_vsigmoid(__m512 x) {
+    const __m512 ax = _mm512_abs_ps(x), e = onnxc_rnn_vexp_neg(_mm512_sub_ps(_mm512_setzero_ps(), ax));
+    const __mmask16 pos = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_GE_OQ);
+    return onnxc_rnn_vdiv1p(_mm512_mask_blend_ps(pos, e, _mm512_set1_ps(1.0f)), e);
+}
+
+static inline __m512 onnxc_rnn_vtanh(__m512 x) {
+    const __m512 a = _mm512_abs_ps(x), z = _mm512_mul_ps(x, x);
+    __m512 s = _mm512_set1_ps(-5.70498872745e-3f);
+    s = _mm512_fmadd_ps(s, z, _mm512_set1_ps(2.06390887954e-2f));
+    s = _mm512_fmadd_ps(s, z, _mm512_set1_ps(-5.37397155531e-2f));
+    s = _mm512_fmadd_ps(s, z, _mm512_set1_ps(1.33314422036e-1f));
+    s = _mm512_fmadd_ps(s, z, _mm512_set1_ps(-3.33332819422e-1f));
+    const __m512 small = _mm512_fmadd_ps(_mm512_mul_ps(s, z), a, a);
+    const __m512 e = onnxc_rnn_vexp_neg(_mm512_mul_ps(a, _mm512_set1_ps(-2.0f)));
+    const __m512 big = onnxc_rnn_vdiv1p(_mm512_sub_ps(_mm512_set1_ps(1.0f), e), e);
+    const __mmask16 lo = _mm512_cmp_ps_mask(a, _mm512_set1_ps(0.625f), _CMP_LT_OQ);
+    const __m512 r = _mm512_mask_blend_ps(lo, big, small);
+    const __m512i sign = _mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32((int)0x80000000u));
+    return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(r), sign));
+}
+
+static inline void onnxc_lstm_gates_s(int64_t k0, int64_t k1, int64_t H, const float *gx, const float *gr,
+                                      const float *bias, const float *P, float clip, int input_forget, float *hb,
+                                      float *cb) {
+    const int clipped = clip != INFINITY;
+    const __m512 hi = _mm512_set1_ps(clipped ? clip : INFINITY), lo = _mm512_set1_ps(clipped ? -clip : -INFINITY);
+    const __m512 one = _mm512_set1_ps(1.0f);
+    for (int64_t k = k0; k < k1; k += 16) {
+        const __mmask16 m = k1 - k >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (k1 - k)) - 1);
+#define ONNXC_LSTM_PRE(g)                                                                                   \
+        _mm512_add_ps(_mm512_add_ps(_mm512_maskz_loadu_ps(m, gx + (g) * H + k), _mm512_maskz_loadu_ps(m, gr + (g) * H + k)), \
+                      _mm512_maskz_loadu_ps(m, bias + (g) * H + k))
+#define ONNXC_LSTM_CLIP(v) (clipped ? _mm512_min_ps(hi, _mm512_max_ps(lo, (v))) : (v))
+        const __m512 cp = _mm512_maskz_loadu_ps(m, cb + k);
+        __m512 xi = ONNXC_LSTM_PRE(0), xo = ONNXC_LSTM_PRE(1), xf = ONNXC_LSTM_PRE(2), xc = ONNXC_LSTM_PRE(3);
+        if (P) {
+            xi = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, P + k), cp, xi);
+            xf = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, P + 2 * H + k), cp, xf);
+        }
+        const __m512 ig = onnxc_rnn_vsigmoid(ONNXC_LSTM_CLIP(xi));
+        const __m512 fg = input_forget ? _mm512_sub_ps(one, ig) : onnxc_rnn_vsigmoid(ONNXC_LSTM_CLIP(xf));
+        const __m512 cg = onnxc_rnn_vtanh(ONNXC_LSTM_CLIP(xc));
+        const __m512 cn = _mm512_fmadd_ps(fg, cp, _mm512_mul_ps(ig, cg));
+        if (P) xo = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, P + H + k), cn, xo);
+        const __m512 og = onnxc_rnn_vsigmoid(ONNXC_LSTM_CLIP(xo));
+        _mm512_mask_storeu_ps(hb + k, m, _mm512_mul_ps(og, onnxc_rnn_vtanh(cn)));
+        _mm512_mask_storeu_ps(cb + k, m, cn);
+#undef ONNXC_LSTM_PRE
+#undef ONNXC_LSTM_CLIP
+    }
+}
+#define ONNXC_LSTM_VGATES 1
+#endif
 
 #ifdef ONNXC_RNN_POP_OPTIONS
 #pragma GCC pop_options

@@ -147,10 +147,10 @@ def test_info_shows_types_ir_c_and_arena(tmp_path, capsys) -> None:
     rc, out, err = run_cli(capsys, "info", model, "--emit-c", str(tmp_path / "m.c"))
     assert rc == 0, err
     assert "  x: float[N, 3]" in out and "  z/0: bool[N, 3]" in out
-    assert "IR after passes (4 nodes):" in out
-    assert "%y: float[N, 3] = Mul(%r, %r)" in out
+    assert "IR after passes (2 nodes):" in out  # Add, Relu and Mul fused (passes/fuse_elementwise.py)
+    assert "%y: float[N, 3] = onnxc::ElementwiseChain(%x, %w) {expr=Mul(Relu(Add(%0, %1)), Relu(Add(%0, %1)))" in out
     assert "dimension variables: N" in out
-    assert "arena: planned at run time" in out and "N bytes" in out
+    assert "arena: no intermediate buffers" in out
     c_size = (tmp_path / "m.c").stat().st_size
     assert f"C source: {c_size} bytes" in out
 
@@ -160,8 +160,8 @@ def test_info_static_arena_and_dump(tmp_path, capsys) -> None:
     rc, out, err = run_cli(capsys, "info", model, "--dump-after", "infer_shapes")
     assert rc == 0, err
     assert "--- IR after infer_shapes ---" in out
-    # two float[4, 3] temporaries (a, r) with overlapping lives: 2 x 64-byte-aligned slots
-    assert "arena: 128 bytes for 2 intermediate buffers (planned at compile time" in out
+    # the temporaries a and r live in registers of the fused loop (passes/fuse_elementwise.py)
+    assert "arena: no intermediate buffers" in out
     rc, _, err = run_cli(capsys, "info", model, "--dump-after", "nope")
     assert_one_line_error(rc, err, "not a pipeline step", "infer_shapes")
 
@@ -175,16 +175,58 @@ def test_ops_are_generated_from_the_registries(capsys) -> None:
     rc, out, _ = run_cli(capsys, "ops")
     assert rc == 0
     lines = out.splitlines()
-    assert lines[0].split() == ["domain", "op", "opsets", "shape", "fold", "kernel"]
+    assert lines[0].split() == ["domain", "op", "opsets", "implementation", "element", "types"]
     listed = {(ln.split()[0], ln.split()[1]) for ln in lines[1:] if ln.strip() and not ln[0].isdigit()}
     for dom, op in set(SHAPE_RULES) | set(KERNELS):
         assert (dom or "ai.onnx", op) in listed
-    assert any(ln.split()[:3] == ["ai.onnx", "Add", "1+"] for ln in lines)
+    add = next(ln for ln in lines if ln.split()[:2] == ["ai.onnx", "Add"])
+    assert add.split()[2:4] == ["1+", "kernel"] and "i8..i64" in add and "bool" not in add
+    assert next(ln for ln in lines if ln.split()[:2] == ["ai.onnx", "Reshape"]).split()[3:] == ["view", "any"]
+    assert "as its expansion" in next(ln for ln in lines if ln.split()[:2] == ["ai.onnx", "Attention"])
+    assert next(ln for ln in lines if ln.split()[:2] == ["ai.onnx", "Constant"]).split()[3] == "fold-only"
     rc, out, _ = run_cli(capsys, "ops", "--json")
     rows = json.loads(out)
     assert rows == supported_ops()
     add = next(r for r in rows if r["op"] == "Add")
-    assert add["compiles"] and add["shape_rule"] and add["kernel"] == "yes"
+    assert add["compiles"] and add["shape_rule"] and add["implementation"] == "kernel"
+
+
+def test_ops_types_are_the_kernels_declarations() -> None:
+    """The types column is each kernel's ``types=`` (never a hand-written table), in compact names."""
+    from onnxc.codegen.kernels.registry import KERNELS
+    from onnxc.codegen.kernels.typesets import type_names
+    from onnxc.ir import DType
+
+    rows = {(r["domain"], r["op"]): r for r in supported_ops()}
+    for (dom, op), kd in KERNELS.items():
+        row = rows[(dom or "ai.onnx", op)]
+        assert row["family"] == kd.family
+        assert row["types"] == (None if kd.types is None else type_names(kd.types)), op
+    cast = KERNELS[("", "Cast")]
+    assert cast.typed == "out0" and DType.FLOAT8E4M3FN in cast.types
+    assert "f8e4m3fn" in rows[("ai.onnx", "Cast")]["types"] and "i4" in rows[("ai.onnx", "Cast")]["types"]
+    assert rows[("ai.onnx", "Where")]["types"] == type_names(KERNELS[("", "Where")].types)
+    assert KERNELS[("", "Where")].typed == "in1"
+    assert rows[("ai.onnx", "Softmax")]["types"] == ["float", "double", "f16", "bf16"]
+    assert rows[("ai.onnx", "Attention")]["types"] == "as its expansion"
+
+
+def test_every_kernel_declares_its_element_types() -> None:
+    from onnxc.codegen.kernels.registry import KERNELS
+
+    undeclared = sorted(f"{kd.family}: {dom + '::' if dom else ''}{op}" for (dom, op), kd in KERNELS.items()
+                        if kd.types is None)
+    assert not undeclared, f"kernels without types=: {undeclared}"
+    for r in supported_ops():
+        if r["implementation"] in ("kernel", "view"):
+            assert r["types"], r
+
+
+def test_equal_lists_numeric_types_and_string() -> None:
+    """Equal has one kernel (strings.py) that wraps the numeric one: its row shows both."""
+    row = next(r for r in supported_ops() if (r["domain"], r["op"]) == ("ai.onnx", "Equal"))
+    assert row["family"] == "strings"
+    assert {"float", "double", "f16", "bf16", "i8", "i64", "u8", "u64", "bool", "string"} <= set(row["types"])
 
 
 # ---------------------------------------------------------------------------------------- process

@@ -12,6 +12,14 @@ so kernels specialize on static sizes for free. A body returns 0 on success or
 Lowerings register with ``@kernel("Op", ...)``. A lowering marked ``alias=True`` emits no code: its
 single output is a view of input 0 (Reshape, Squeeze, ...).
 
+Element types: ``types=`` declares the element types the kernel computes correctly for the op's main
+type parameter, read from input 0 by default or from the value ``typed=`` names ("in1", "out0"; the
+element type of a sequence/optional value is that of its tensors). A node whose type is not listed is
+unsupported with the reason "element type X is not supported (supported: ...)"; ``onnxc ops`` prints
+the list. ``accepts=`` is for every other restriction (attributes, other inputs' types). Both are
+checked in one place, ``KernelDef.reason``: by ``unsupported_reason`` before compiling and again
+when the lowering runs (types may be inferred only by then).
+
 Data-dependent output shapes: a node whose shape rule created run-time dimension variables
 (``node.defines_dims``, e.g. NonZero's count, Reshape to a shape computed at run time) also needs a
 *shape function*, registered with ``@kernel(..., shape_fn=f)`` or ``@shape_function("Op")`` (for
@@ -33,13 +41,16 @@ function reads the node's run-time dims back from the descriptors and checks the
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from onnxc.ir import Dim, DType, Node, Value, to_c
+from onnxc.ir import Dim, DType, Node, OptionalType, SequenceType, TensorType, Value, to_c
 from onnxc.ir.dims import Expr, evaluate, is_static
+
+from .typesets import type_name, type_names
 
 
 @dataclass
@@ -94,6 +105,7 @@ class KernelCtx:
     defines: dict[str, str] = field(default_factory=dict)  # run-time dim name -> C lvalue (shape functions)
     # Compile a closed body graph into the translation unit: (run function name, weights offset).
     subprogram: Callable | None = None
+    repacked: dict[int, np.ndarray] = field(default_factory=dict)  # input index -> data (repack_const)
 
     def dim(self, d: Dim) -> str:
         return self.dim_c(d)
@@ -118,6 +130,30 @@ class KernelCtx:
         op = self.ins[i] if i < len(self.ins) else None
         return None if op is None else op.const
 
+    def repack_const(self, i: int, data: np.ndarray) -> None:
+        """Have the kernel's ``in<i>`` point at ``data`` (same element type; any shape, stored flat) instead
+        of constant input i, e.g. weights packed for the GEMM at compile time. The original constant stays
+        in the weights blob only if another step reads it."""
+        op = self.ins[i]
+        if op is None or op.const is None:
+            raise ValueError(f"input {i} of {self.node.describe()} is not a constant")
+        self.repacked[i] = data
+
+
+def element_type(t: object) -> DType | None:
+    """The element type of a tensor type, or of the tensors in a sequence/optional type."""
+    while isinstance(t, (SequenceType, OptionalType)):
+        t = t.elem
+    return t.dtype if isinstance(t, TensorType) else None
+
+
+def _parse_typed(typed: str) -> tuple[str, int]:
+    """("in", k) or ("out", k) from "in<k>"/"out<k>"."""
+    kind = typed.rstrip("0123456789")
+    if kind not in ("in", "out") or kind == typed:
+        raise ValueError(f"typed={typed!r}: expected 'in<k>' or 'out<k>'")
+    return kind, int(typed[len(kind):])
+
 
 @dataclass
 class KernelDef:
@@ -127,28 +163,61 @@ class KernelDef:
     alias: bool = False
     accepts: Callable[[Node], str | None] | None = None  # returns a reason when the node is unsupported
     allocates: bool = False  # outputs are ``onnxc_tensor *`` descriptors the kernel fills (see module doc)
+    types: frozenset[DType] | None = None  # element types of the main type parameter; None: not declared
+    typed: str = "in0"  # the value whose element type ``types`` constrains: "in<k>" or "out<k>"
+    family: str = ""    # the kernel module that registered it (codegen/kernels/<family>.py)
+
+    def principal_type(self, node: Node) -> DType | None:
+        """The element type ``types`` constrains (None when the value is absent or not typed yet)."""
+        kind, k = _parse_typed(self.typed)
+        vals = node.inputs if kind == "in" else node.outputs
+        v = vals[k] if k < len(vals) else None
+        return None if v is None else element_type(v.type)
+
+    def type_reason(self, node: Node) -> str | None:
+        """Why ``node``'s element type is not supported, or None."""
+        if self.types is None:
+            return None
+        dt = self.principal_type(node)
+        if dt is None or dt in self.types:
+            return None
+        return f"element type {type_name(dt)} is not supported (supported: {', '.join(type_names(self.types))})"
+
+    def reason(self, node: Node) -> str | None:
+        """None when this kernel can lower ``node``, else why not (element type, then ``accepts``)."""
+        return self.type_reason(node) or (self.accepts(node) if self.accepts is not None else None)
 
 
 KERNELS: dict[tuple[str, str], KernelDef] = {}
 SHAPE_FNS: dict[tuple[str, str], Callable[[KernelCtx], str]] = {}
 
 
+def _checked(kd: KernelDef, fn: Callable[[KernelCtx], str]) -> Callable[[KernelCtx], str]:
+    """``fn`` preceded by the kernel's checks: the up-front check may run before types are inferred."""
+
+    def run(ctx: KernelCtx) -> str:
+        reason = kd.reason(ctx.node)
+        if reason:
+            raise NotImplementedError(reason)
+        return fn(ctx)
+
+    return run
+
+
 def kernel(*ops: str, domain: str = "", alias: bool = False,
            accepts: Callable[[Node], str | None] | None = None,
-           shape_fn: Callable[[KernelCtx], str] | None = None, allocates: bool = False):
+           shape_fn: Callable[[KernelCtx], str] | None = None, allocates: bool = False,
+           types: Iterable[DType] | None = None, typed: str = "in0"):
     """Register a lowering for ``ops`` (ONNX op types) of ``domain``; ``shape_fn`` renders the shape
-    function of nodes with data-dependent output shapes."""
+    function of nodes with data-dependent output shapes; ``types``/``typed`` declare the element types
+    handled (module doc)."""
+    _parse_typed(typed)
 
     def deco(fn):
-        run = fn
-        if accepts is not None:
-            def run(ctx: KernelCtx) -> str:
-                # check again at lowering: the up-front check may run before types are inferred
-                reason = accepts(ctx.node)
-                if reason:
-                    raise NotImplementedError(reason)
-                return fn(ctx)
-        kd = KernelDef(ops, domain, None if alias else run, alias, accepts, allocates)
+        kd = KernelDef(ops, domain, None, alias, accepts, allocates, None if types is None else frozenset(types),
+                       typed, fn.__module__.rsplit(".", 1)[-1])
+        if not alias:
+            kd.fn = _checked(kd, fn) if kd.accepts is not None or kd.types is not None else fn
         for op in ops:
             KERNELS[(domain, op)] = kd
             if shape_fn is not None:
@@ -173,9 +242,12 @@ def lookup_shape_fn(node: Node) -> Callable[[KernelCtx], str] | None:
     return SHAPE_FNS.get((node.domain, node.op_type))
 
 
-def alias_kernel(*ops: str, domain: str = "") -> None:
+def alias_kernel(*ops: str, domain: str = "", types: Iterable[DType] | None = None, typed: str = "in0") -> None:
     """Ops whose single output is a view of input 0 with another shape."""
-    kd = KernelDef(ops, domain, None, True)
+    _parse_typed(typed)
+    family = sys._getframe(1).f_globals.get("__name__", "").rsplit(".", 1)[-1]
+    kd = KernelDef(ops, domain, None, True, types=None if types is None else frozenset(types), typed=typed,
+                   family=family)
     for op in ops:
         KERNELS[(domain, op)] = kd
 
@@ -189,9 +261,7 @@ def unsupported_reason(node: Node) -> str | None:
     kd = lookup(node)
     if kd is None:
         return "no kernel"
-    if kd.accepts is not None:
-        return kd.accepts(node)
-    return None
+    return kd.reason(node)
 
 
 def c_dims(shape: tuple, dim_c: Callable[[Dim], str]) -> list[str]:
@@ -203,5 +273,5 @@ def static_value(d: Dim) -> int | None:
 
 
 __all__ = ["Operand", "KernelCtx", "KernelDef", "KERNELS", "SHAPE_FNS", "kernel", "alias_kernel", "shape_function",
-           "lookup", "lookup_shape_fn",
+           "lookup", "lookup_shape_fn", "element_type",
            "unsupported_reason", "c_dims", "static_value", "to_c", "evaluate"]

@@ -20,6 +20,7 @@ from . import dynshape as ds
 from . import half
 from .base import KernelCtx, kernel
 from .copyutil import clit
+from .typesets import MOVABLE
 
 
 def _block(ctx: KernelCtx, nd: int) -> list[str]:
@@ -59,7 +60,7 @@ def _accumulate(dt: DType, dst: str, src: str) -> str:
     return f"{dst} += {src};"
 
 
-@kernel("Col2Im", shape_fn=_col2im_shape)
+@kernel("Col2Im", types=MOVABLE, shape_fn=_col2im_shape)
 def col2im(ctx: KernelCtx) -> str:
     half.use(ctx)
     x, y = ctx.ins[0], ctx.outs[0]

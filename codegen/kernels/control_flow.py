@@ -14,8 +14,12 @@ from onnxc.passes.lift_captures import captures, onnx_inputs
 from onnxc.passes.shapes.control_flow import scan_layout
 
 from .base import KernelCtx, Operand, kernel
+from .typesets import STORABLE
 
 HEADER = '#include "onnxc_value.h"'
+# what body outputs may hold (the outputs' element types): values copied as bytes; strings do not
+# leave bodies yet (lower.py)
+BODY_TYPES = STORABLE
 
 
 def describe(op: Operand, var: str) -> list[str]:
@@ -47,7 +51,7 @@ def empty_dims(ctx: KernelCtx, k: int) -> list[str]:
     return ["0" if ctx.lvalue(d) is not None else ctx.dim(d) for d in out.shape]
 
 
-@kernel("If", allocates=True)
+@kernel("If", allocates=True, types=BODY_TYPES, typed="out0")
 def if_kernel(ctx: KernelCtx) -> str:
     ctx.helper("onnxc_value", HEADER)
     node = ctx.node
@@ -69,7 +73,7 @@ def _scalar(var: str, ptr: str, dtype: int) -> str:
     return f"memset(&{var}, 0, sizeof {var}); {var}.data = (void *){ptr}; {var}.dtype = {dtype};"
 
 
-@kernel("Loop", allocates=True)
+@kernel("Loop", allocates=True, types=BODY_TYPES, typed="out0")
 def loop_kernel(ctx: KernelCtx) -> str:
     ctx.helper("onnxc_value", HEADER)
     node = ctx.node
@@ -162,7 +166,7 @@ def loop_kernel(ctx: KernelCtx) -> str:
     return "\n".join(L)
 
 
-@kernel("Scan", allocates=True)
+@kernel("Scan", allocates=True, types=BODY_TYPES, typed="out0")
 def scan_kernel(ctx: KernelCtx) -> str:
     ctx.helper("onnxc_value", HEADER)
     node = ctx.node
@@ -318,7 +322,7 @@ def scan_kernel(ctx: KernelCtx) -> str:
     return "\n".join(L)
 
 
-@kernel("SequenceMap", allocates=True)
+@kernel("SequenceMap", allocates=True, types=BODY_TYPES, typed="out0")
 def sequence_map_kernel(ctx: KernelCtx) -> str:
     ctx.helper("onnxc_value", HEADER)
     node = ctx.node

@@ -1,18 +1,32 @@
-"""Conv and ConvTranspose kernels (templates/conv.c.j2, templates/conv_transpose.c.j2).
+"""Conv and ConvTranspose kernels (templates/conv*.c.j2, templates/conv_transpose.c.j2).
 
 Every spatial rank (1-D, 2-D, 3-D) is viewed as 3-D by prepending size-1 axes, so one template
-serves all. Conv picks one of three paths at compile time:
+serves all. Conv picks a path at compile time:
 
+- ``depthwise``: one input channel per group (group > 1): each output row accumulates every tap while
+  it is in L1, vectorized over the output width (templates/conv_depthwise.c.j2);
 - ``pointwise``: 1x1 kernel, unit strides, no padding: one GEMM per (image, group) straight on X;
-- ``depthwise``: one input channel per group (group > 1): direct accumulation per output plane;
-- ``im2col``: general case: columns for a chunk of output rows (bounded scratch buffer, allocated
-  per call), then a GEMM per chunk writing straight into Y.
+- ``im2col``: general case: columns for a chunk of output positions (bounded scratch buffer, allocated
+  per call), then a GEMM per chunk writing straight into Y. float convolutions with stride 1 or 2
+  along W and a kernel of more than one tap take the *rows* variant instead: the input is copied once into a zero-padded buffer, and each
+  tile of 32 output positions copies its B rows straight from it (``onnxc_sg_conv_rows``: one fixed
+  32-float copy per row segment and tap, no bounds logic, an L1-sized panel per tile).
+
+float runs on the packed GEMM (runtime_c/onnxc_sgemm.h, templates/conv_packed.c.j2): a constant
+filter is packed at compile time into the GEMM's A layout (codegen/kernels/gemm_layout.py), the
+im2col columns are written straight into packed B panels, and bias, residual and activation
+(codegen/kernels/epilogue.py) are applied to each output tile in the GEMM epilogue. double uses the
+plain GEMM (templates/conv.c.j2): bias initializes Y, the GEMMs accumulate, the epilogue runs after.
 
 ConvTranspose computes columns with a transposed-weight GEMM per chunk of input rows and scatters
 them into Y (col2im). Bias initializes Y and the GEMMs accumulate with beta = 1.
 """
 
 from __future__ import annotations
+
+import math
+
+import numpy as np
 
 from onnxc.ir import DType
 from onnxc.ir.dims import is_static
@@ -22,9 +36,13 @@ from onnxc.passes.shapes.spatial import Window
 from ..templating import render
 from . import half
 from .base import KernelCtx, kernel
-from .nncommon import FLOATS, dtype_accepts, gemm_expr, lit, omp_for, unsupported
+from .epilogue import epilogue, rows_epilogue, sg_epi, use_act
+from .gemm_layout import pack_a, packed_a_size
+from .nncommon import FLOATS, gemm_expr, lit, omp_for, same_type_accepts, unsupported, use_gemm
 
+_same_weight_type = same_type_accepts(1)
 COL_BUDGET = 1 << 21  # elements of the im2col / col2im scratch buffer per call (8 MiB of float)
+PACKED_COL_BUDGET = 1 << 19  # elements of a packed im2col chunk (2 MiB of float: stays in L2)
 
 
 def _as3(vals: list[str], fill: str) -> list[str]:
@@ -50,7 +68,7 @@ def _static_channels(ctx: KernelCtx) -> tuple[int, int]:
     return int(w.shape[0]), int(w.shape[1])
 
 
-@kernel("Conv", accepts=dtype_accepts(FLOATS | half.HALF, (0, 1)))
+@kernel("Conv", types=FLOATS | half.HALF, accepts=_same_weight_type)
 @half.via_float32
 def conv(ctx: KernelCtx) -> str:
     x, y = ctx.ins[0], ctx.outs[0]
@@ -60,25 +78,51 @@ def conv(ctx: KernelCtx) -> str:
     g = int(ctx.attr("group", 1))
     win = conv_window(ctx.node)
     geo = _geometry(ctx, win, x.dims[2:], y.dims[2:])
-    one = lit(1.0, dt)
-    beta = one if bias else lit(0.0, dt)
+    ep = epilogue(ctx)
+    res = None if ep.residual is None else f"in{ep.residual}"
+    if ep.act:
+        use_act(ctx)
+    common = dict(geo, T=dt.c, N=x.dims[0], C=x.dims[1], M=str(m), G=str(g), Cg=str(cg), Mg=str(m // g),
+                  bias=bias, unit_sw=win.strides[-1] == 1)
+    if cg == 1 and g > 1:
+        return render("conv_depthwise.c.j2", **common, res=res, act=ep.act_args(dt) if ep.act else "",
+                      sfx="f" if dt == DType.FLOAT else "d", omp_nm=omp_for("N * M * OP * KK"))
     pointwise = (all(k == 1 for k in win.kernel) and all(s == 1 for s in win.strides)
                  and all(p == 0 for p in win.pads_begin + win.pads_end))
-    if pointwise:
-        mode = "pointwise"
-    elif cg == 1 and g > 1:
-        mode = "depthwise"
-    else:
-        mode = "im2col"
+    mode = "pointwise" if pointwise else "im2col"
+    if dt == DType.FLOAT:
+        return _conv_packed(ctx, common, win, mode, ep, res, m // g, g)
+    one = lit(1.0, dt)
+    beta = one if bias else lit(0.0, dt)
     vals = dict(
-        geo, T=dt.c, N=x.dims[0], C=x.dims[1], M=str(m), G=str(g), Cg=str(cg), Mg=str(m // g), bias=bias,
-        mode=mode, col_budget=COL_BUDGET, unit_sw=win.strides[-1] == 1,
-        omp_nm=omp_for("N * M * OP * KK"), omp_rows=omp_for("KG * ncol", 1 << 16),
+        common, mode=mode, col_budget=COL_BUDGET, omp_rows=omp_for("KG * ncol", 1 << 16),
         gemm_pointwise=_gemm_stmt(ctx, dt, "0", "Mg", "OP", "Cg", one, "a", "Cg", "b", "IP", beta, "y", "OP"),
         gemm_im2col=gemm_expr(ctx, dt, "0", "0", "Mg", "ncol", "KG", one, "a", "KG", "col", "ncol", beta, "y",
                               "OP"),
+        epilogue="\n".join(rows_epilogue(ep, dt, "out0", "N * M", "OP", res)),
     )
     return render("conv.c.j2", **vals)
+
+
+def _conv_packed(ctx: KernelCtx, common: dict, win: Window, mode: str, ep, res: str | None, mg: int, g: int) -> str:
+    """The float Conv on the packed GEMM; a constant filter is packed here, once per group."""
+    use_gemm(ctx)
+    w = ctx.ins[1]
+    kg = int(np.prod(w.shape[1:]))
+    packed = w.const is not None and w.value.type.dtype == DType.FLOAT
+    if packed:
+        groups = np.asarray(w.const, dtype=np.float32).reshape(g, mg, kg)
+        ctx.repack_const(1, np.concatenate([pack_a(groups[i]) for i in range(g)]))
+        a, fa = f"in1 + g * {packed_a_size(mg, kg)}", "ONNXC_SG_PACKED"
+    else:
+        a, fa = "in1 + g * Mg * KG", "ONNXC_SG_PLAIN"
+    bias = "in2 + g * Mg" if common["bias"] else "NULL"
+    resp = "NULL" if res is None else f"{res} + (n * M + g * Mg) * OP"
+    epi = sg_epi(ep, bias=bias, res=resp, ldr="OP")
+    epi_chunk = sg_epi(ep, bias=bias, res=resp if res is None else resp + " + j0", ldr="OP")
+    rows = win.strides[-1] in (1, 2) and math.prod(win.kernel) > 1  # strided 1x1: im2col reads less
+    return render("conv_packed.c.j2", **common, mode=mode, a=a, fa=fa, packed=packed, epi=epi, epi_chunk=epi_chunk,
+                  col_budget=PACKED_COL_BUDGET, rows=rows)
 
 
 def _gemm_stmt(ctx: KernelCtx, dt: DType, ta: str, *args: str) -> str:
@@ -86,7 +130,7 @@ def _gemm_stmt(ctx: KernelCtx, dt: DType, ta: str, *args: str) -> str:
             "return onnxc_fail(rt, ONNXC_ERR_MEMORY, \"out of memory in GEMM\");")
 
 
-@kernel("ConvTranspose", accepts=dtype_accepts(FLOATS | half.HALF, (0, 1)))
+@kernel("ConvTranspose", types=FLOATS | half.HALF, accepts=_same_weight_type)
 @half.via_float32
 def conv_transpose(ctx: KernelCtx) -> str:
     x, y = ctx.ins[0], ctx.outs[0]

@@ -1,4 +1,4 @@
-"""Helpers shared by the data-movement kernels: supported element types, C products of dims, literals,
+"""Helpers shared by the data-movement kernels: the element types they move, C products of dims, literals,
 and the transpose loop nest (blocked for 2-D swaps, strided otherwise) that DepthToSpace reuses.
 
 Data movement is element-type agnostic: kernels copy whole elements (``memcpy`` or assignment of the
@@ -13,45 +13,18 @@ from collections.abc import Callable
 
 import numpy as np
 
-from onnxc.ir import DType, Node, TensorType
+from onnxc.ir import DType
 from onnxc.passes.shapes.cast import float_to_bfloat16
 
-from .base import KernelCtx
+from .typesets import LOWP, MOVABLE, STRING, SUBBYTE
 
-# Types whose values are handled bit-exactly by these kernels.
-SUPPORTED = frozenset({DType.FLOAT, DType.DOUBLE, DType.BOOL, DType.INT8, DType.INT16, DType.INT32, DType.INT64,
-                       DType.UINT8, DType.UINT16, DType.UINT32, DType.UINT64, DType.FLOAT16, DType.BFLOAT16})
-
-
-def _dtype_reason(dt: DType | None) -> str | None:
-    if dt is None or dt in SUPPORTED:
-        return None
-    return f"{dt.short} tensors are not supported yet"
-
-
-def dtype_accepts(*inputs: int, outputs: tuple[int, ...] = (0,)) -> Callable[[Node], str | None]:
-    """An ``accepts=`` check: the listed inputs/outputs (when typed) must have a supported type."""
-
-    def accepts(node: Node) -> str | None:
-        vals = [node.input(i) for i in inputs] + [node.outputs[i] for i in outputs if i < len(node.outputs)]
-        for v in vals:
-            if v is not None and isinstance(v.type, TensorType):
-                reason = _dtype_reason(v.type.dtype)
-                if reason:
-                    return reason
-        return None
-
-    return accepts
-
-
-def require(ctx: KernelCtx, *inputs: int, outputs: tuple[int, ...] = (0,)) -> None:
-    """Raise NotImplementedError (reported as an unsupported op) when a type is not supported."""
-    ops = [ctx.ins[i] for i in inputs if i < len(ctx.ins)] + [ctx.outs[i] for i in outputs if i < len(ctx.outs)]
-    for op in ops:
-        if op is not None:
-            reason = _dtype_reason(op.dtype)
-            if reason:
-                raise NotImplementedError(reason)
+# Types whose values are handled bit-exactly by these kernels (``types=`` of the numeric movers).
+SUPPORTED = MOVABLE
+# ... and of the kernels here that only move whole elements (assignment or memcpy of the storage type):
+# string tensors (arrays of ``onnxc_str`` pointers, runtime_c/onnxc_strings.h) pass through as pointer
+# copies, float8/float4 and int4/int2 (one element per byte) as bytes. Transpose, Concat, Gather,
+# Slice...; Scatter ops move them only without a reduction.
+MOVES = MOVABLE | STRING | LOWP | SUBBYTE
 
 
 def cprod(dims: list[str]) -> str:

@@ -23,7 +23,7 @@ from onnxc.passes.shapes.misc_nn import deform_window
 from . import dynshape as ds
 from . import half
 from .base import KernelCtx, kernel
-from .nncommon import FLOATS, dtype_accepts, gemm_expr, mfn
+from .nncommon import FLOATS, gemm_expr, mfn
 
 
 def _checks(ctx: KernelCtx, group: int, og: int, k: int, nd: int) -> list[str]:
@@ -48,7 +48,7 @@ def _checks(ctx: KernelCtx, group: int, og: int, k: int, nd: int) -> list[str]:
             for a, e, why in eqs if a != e and not (a.isdigit() and e.isdigit())]
 
 
-@kernel("DeformConv", accepts=dtype_accepts(FLOATS | half.HALF))
+@kernel("DeformConv", types=FLOATS | half.HALF)
 @half.via_float32
 def deform_conv(ctx: KernelCtx) -> str:
     x, w, off, y = ctx.ins[0], ctx.ins[1], ctx.ins[2], ctx.outs[0]

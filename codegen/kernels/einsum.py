@@ -29,10 +29,12 @@ GEMM_TYPES = frozenset({DType.FLOAT, DType.DOUBLE, DType.FLOAT16, DType.BFLOAT16
 
 
 def _accepts(node: Node) -> str | None:
-    for v in node.inputs:
+    """Every operand has input 0's element type (whose supported values ``types=`` declares)."""
+    t0 = node.inputs[0].type if node.inputs and node.inputs[0] is not None else None
+    for k, v in enumerate(node.inputs[1:], 1):
         t = None if v is None else v.type
-        if isinstance(t, TensorType) and t.dtype not in EINSUM_TYPES:
-            return f"element type {t.dtype.short} is not supported (integers, float, double, float16, bfloat16)"
+        if isinstance(t0, TensorType) and isinstance(t, TensorType) and t.dtype != t0.dtype:
+            return f"input {k} of type {t.dtype.short} with input 0 of type {t0.dtype.short} is not supported"
     return None
 
 
@@ -215,7 +217,7 @@ def _gemm(ctx: KernelCtx, spec: EinsumSpec, size: dict[str, str], st: _Strides, 
     return lines
 
 
-@kernel("Einsum", accepts=_accepts)
+@kernel("Einsum", types=EINSUM_TYPES, accepts=_accepts)
 def einsum(ctx: KernelCtx) -> str:
     spec = einsum_spec(ctx.node)
     half.use(ctx)

@@ -6,8 +6,9 @@ has no expression is rejected. Placeholders: ``{0}``, ``{1}``... input elements;
 and ``{t}`` the short type name of the typed input (helpers are named ``onnxc_div_int32``...);
 ``{f}`` the libm suffix (``sqrtf`` for float, ``sqrt`` for double); attribute names render the
 attribute as a C literal (float attributes in the float type, or double for integer inputs).
-exp, log, tanh, sigmoid, erf, softplus, floor and ceil go through ``onnxc_<fn>_<type>`` helpers
-whose float versions are branch-free, so the loops vectorize.
+exp, log, tanh, sigmoid and erf go through ``onnxc_vm_<fn>_<type>`` (runtime_c/onnxc_vmath.h), softplus,
+expm1, floor and ceil through ``onnxc_<fn>_<type>`` helpers; their float versions are branch-free, so
+the loops vectorize.
 
 float16 and bfloat16 use the float expressions in float32: inputs are loaded and the result stored
 through codegen/kernels/half.py (``half.wrap``).
@@ -32,7 +33,7 @@ from . import half
 from .base import KernelCtx, Operand, kernel
 from .loops import broadcast_loop
 
-HEADER = '#include "onnxc_elementwise.h"'
+HEADER = '#include "onnxc_elementwise.h"\n#include "onnxc_vmath.h"'
 TGMATH = "#include <tgmath.h>"  # for other families' kernels; this one names float/double functions itself
 
 
@@ -55,17 +56,17 @@ def ew(f: str | None = None, i: str | None = None, s: str | None = None, u: str 
 UNARY: dict[str, Ew] = {
     "Abs": ew(f="fabs{f}({0})", i="onnxc_abs_{t}({0})"),
     "Neg": ew(f="(-{0})", s="onnxc_neg_{t}({0})"),
-    "Exp": ew(f="onnxc_exp_{t}({0})"),
-    "Log": ew(f="onnxc_log_{t}({0})"),
+    "Exp": ew(f="onnxc_vm_exp_{t}({0})"),
+    "Log": ew(f="onnxc_vm_log_{t}({0})"),
     "Sqrt": ew(f="sqrt{f}({0})"),
     "Reciprocal": ew(f="(1 / {0})"),
     "Floor": ew(f="onnxc_floor_{t}({0})"),
     "Ceil": ew(f="onnxc_ceil_{t}({0})"),
     "Round": ew(f="nearbyint{f}({0})"),  # half to even under the default rounding mode
     "Sign": ew(f="({0} > 0 ? 1 : {0} < 0 ? -1 : {0})", s="({T})(({0} > 0) - ({0} < 0))", u="({T})({0} > 0)"),
-    "Sigmoid": ew(f="onnxc_sigmoid_{t}({0})"),
+    "Sigmoid": ew(f="onnxc_vm_sigmoid_{t}({0})"),
     "HardSigmoid": ew(f="ONNXC_CLAMP01({alpha} * {0} + {beta})", alpha=0.2, beta=0.5),
-    "Tanh": ew(f="onnxc_tanh_{t}({0})"),
+    "Tanh": ew(f="onnxc_vm_tanh_{t}({0})"),
     "Relu": ew(f="({0} < 0 ? 0 : {0})", s="({0} < 0 ? 0 : {0})"),
     "LeakyRelu": ew(f="({0} > 0 ? {0} : {0} * {alpha})", alpha=0.01),
     "Elu": ew(f="({0} < 0 ? {alpha} * onnxc_expm1_{t}({0}) : {0})", alpha=1.0),
@@ -75,12 +76,12 @@ UNARY: dict[str, Ew] = {
     "Softplus": ew(f="onnxc_softplus_{t}({0})"),
     "Softsign": ew(f="({0} / (1 + fabs{f}({0})))"),
     "HardSwish": ew(f="({0} * ONNXC_CLAMP01({0} * ({T})(1.0 / 6) + ({T})0.5))"),
-    "Mish": ew(f="({0} * onnxc_tanh_{t}(onnxc_softplus_{t}({0})))"),
-    "Swish": ew(f="({0} * onnxc_sigmoid_{t}({alpha} * {0}))", alpha=1.0),
-    "Gelu": ew(f="(({T})0.5 * {0} * (1 + onnxc_erf_{t}({0} * ({T})0.70710678118654752440)))"),
-    "Gelu:tanh": ew(f="(({T})0.5 * {0} * (1 + onnxc_tanh_{t}(({T})0.79788456080286535588 * "
+    "Mish": ew(f="({0} * onnxc_vm_tanh_{t}(onnxc_softplus_{t}({0})))"),
+    "Swish": ew(f="({0} * onnxc_vm_sigmoid_{t}({alpha} * {0}))", alpha=1.0),
+    "Gelu": ew(f="(({T})0.5 * {0} * (1 + onnxc_vm_erf_{t}({0} * ({T})0.70710678118654752440)))"),
+    "Gelu:tanh": ew(f="(({T})0.5 * {0} * (1 + onnxc_vm_tanh_{t}(({T})0.79788456080286535588 * "
                       "({0} + ({T})0.044715 * {0} * {0} * {0}))))"),
-    "Erf": ew(f="onnxc_erf_{t}({0})"),
+    "Erf": ew(f="onnxc_vm_erf_{t}({0})"),
     "Sin": ew(f="sin{f}({0})"), "Cos": ew(f="cos{f}({0})"), "Tan": ew(f="tan{f}({0})"),
     "Asin": ew(f="asin{f}({0})"), "Acos": ew(f="acos{f}({0})"), "Atan": ew(f="atan{f}({0})"),
     "Sinh": ew(f="sinh{f}({0})"), "Cosh": ew(f="cosh{f}({0})"), "Asinh": ew(f="asinh{f}({0})"),
@@ -178,7 +179,9 @@ def _typed(node: Node, row: Ew) -> DType | None:
 
 
 def unsupported(node: Node) -> str | None:
-    """Why the elementwise kernel cannot lower ``node`` (None when it can or types are not known yet)."""
+    """Why the elementwise kernel cannot lower ``node`` beyond its element type (types= checks that):
+    an invalid enum attribute, a variant without a table row, or a variant without an expression for
+    the type's class (None when it can, or types are not known yet)."""
     try:
         check_enum_attr(node)
     except ShapeError as e:
@@ -187,14 +190,15 @@ def unsupported(node: Node) -> str | None:
     if row is None:
         return f"{node.op_type} variant {row_key(node)!r} is not supported"
     dt = _typed(node, row)
-    if dt is None:
-        return None
-    cls = TYPE_CLASS.get(dt)
-    if cls is None:
-        return f"{dt.short} tensors are not supported yet"
-    if cls not in row.exprs:
-        return f"{node.op_type} on {dt.short} tensors is not supported"
+    cls = TYPE_CLASS.get(dt) if dt is not None else None
+    if cls is not None and cls not in row.exprs:
+        return f"{row_key(node)} on {dt.short} tensors is not supported"
     return None
+
+
+def row_types(*rows: Ew) -> frozenset:
+    """The element types for which one of ``rows`` has an expression (its ``types=``)."""
+    return frozenset(t for t, cls in TYPE_CLASS.items() if any(cls in r.exprs for r in rows))
 
 
 def expression(ctx: KernelCtx, row: Ew, dt: DType) -> str:
@@ -231,7 +235,6 @@ def loop(ctx: KernelCtx, ins: list[Operand], expr: str) -> str:
     return broadcast_loop(ctx.outs[0], ins, expr, name=node_name(ctx), threads=ctx.threads)
 
 
-@kernel(*UNARY, *(k.split(":")[0] for k in BINARY), *VARIADIC, accepts=unsupported)
 def elementwise(ctx: KernelCtx) -> str:
     node = ctx.node
     row = _row(node)
@@ -252,6 +255,18 @@ def elementwise(ctx: KernelCtx) -> str:
     return loop(ctx, ins, half.wrap(expr, [op.dtype for op in ins], ctx.outs[0].dtype))
 
 
+def _register_table() -> None:
+    """One kernel per op of the tables, typed by the classes its rows (all variants) have expressions for."""
+    rows: dict[str, list[Ew]] = {}
+    for key, row in [*UNARY.items(), *BINARY.items(), *VARIADIC.items()]:
+        rows.setdefault(key.split(":")[0], []).append(row)
+    for op, rs in rows.items():
+        kernel(op, accepts=unsupported, types=row_types(*rs), typed=f"in{rs[0].typed_input}")(elementwise)
+
+
+_register_table()
+
+
 def pow_expr(base: DType, exp: DType) -> str:
     """C expression of Pow for a base and exponent of any numeric types (numpy.power, cast to base)."""
     if base.is_float:
@@ -265,18 +280,15 @@ def pow_expr(base: DType, exp: DType) -> str:
 
 
 def _pow_unsupported(node: Node) -> str | None:
-    for v in node.inputs[:2]:
-        if v is not None and v.dtype is not None and TYPE_CLASS.get(v.dtype, "b") == "b":
-            return f"Pow on {v.dtype.short} tensors is not supported" + (
-                "" if v.dtype == DType.BOOL else " yet")
+    """The exponent's type (the base's is declared with types=)."""
+    v = node.input(1)
+    if v is not None and v.dtype is not None and v.dtype not in row_types(BINARY["Add"]):
+        return f"Pow with a {v.dtype.short} exponent is not supported" + ("" if v.dtype == DType.BOOL else " yet")
     return None
 
 
-@kernel("Pow", accepts=_pow_unsupported)
+@kernel("Pow", accepts=_pow_unsupported, types=row_types(BINARY["Add"]))
 def power(ctx: KernelCtx) -> str:
-    reason = _pow_unsupported(ctx.node)
-    if reason:
-        raise NotImplementedError(reason)
     x, y = ctx.ins
     if ctx.node.version < 7:
         y = reshaped(y, legacy_b_shape(ctx.node, x.shape, y.shape), ctx.dim)
@@ -289,19 +301,9 @@ def power(ctx: KernelCtx) -> str:
     return loop(ctx, [x, y], half.wrap(expr, [x.dtype, y.dtype], x.dtype))
 
 
-def _clip_unsupported(node: Node) -> str | None:
-    dt = node.inputs[0].dtype if node.inputs else None
-    if dt is not None and TYPE_CLASS.get(dt, "b") == "b":
-        return f"Clip on {dt.short} tensors is not supported" + ("" if dt == DType.BOOL else " yet")
-    return None
-
-
-@kernel("Clip", accepts=_clip_unsupported)
+@kernel("Clip", types=row_types(BINARY["Add"]))
 def clip(ctx: KernelCtx) -> str:
     """Clip to [min, max]; an absent bound does not clip. min > max gives max (numpy.clip)."""
-    reason = _clip_unsupported(ctx.node)
-    if reason:
-        raise NotImplementedError(reason)
     x = ctx.ins[0]
     dt = half.compute_type(x.dtype)
     ins, bounds = [x], []

@@ -7,13 +7,13 @@ count from the end. Gather and GatherND copy whole inner slices with memcpy.
 
 from __future__ import annotations
 
-from onnxc.ir import DType
+from onnxc.ir import DType, Node
 from onnxc.passes.shapes.indexing import gathernd_shape, scatter_reduction
 
 from ..templating import c_string
 from . import half
 from .base import KernelCtx, kernel
-from .copyutil import copy, cprod, dtype_accepts, require
+from .copyutil import MOVABLE, MOVES, copy, cprod
 
 
 def _check(ctx: KernelCtx, var: str, n: str) -> str:
@@ -25,9 +25,8 @@ def _check(ctx: KernelCtx, var: str, n: str) -> str:
             f"if ({var} < 0) {var} += ({n});")
 
 
-@kernel("Gather", accepts=dtype_accepts(0))
+@kernel("Gather", types=MOVES)
 def gather(ctx: KernelCtx) -> str:
-    require(ctx, 0)
     x, ind = ctx.ins[0], ctx.ins[1]
     axis = ctx.node.attr("axis", 0)
     axis = axis + x.rank if axis < 0 else axis
@@ -57,9 +56,8 @@ def _coords(lines: list[str], dims: list[str], upto: int, row: str = "row") -> N
     lines.append("(void)rem;")
 
 
-@kernel("GatherElements", accepts=dtype_accepts(0))
+@kernel("GatherElements", types=MOVES)
 def gather_elements(ctx: KernelCtx) -> str:
-    require(ctx, 0)
     x, ind = ctx.ins[0], ctx.ins[1]
     r = x.rank
     axis = ctx.node.attr("axis", 0)
@@ -77,9 +75,8 @@ def gather_elements(ctx: KernelCtx) -> str:
     return "\n".join(lines)
 
 
-@kernel("GatherND", accepts=dtype_accepts(0))
+@kernel("GatherND", types=MOVES)
 def gather_nd(ctx: KernelCtx) -> str:
-    require(ctx, 0)
     x, ind = ctx.ins[0], ctx.ins[1]
     b, k, _ = gathernd_shape(ctx.node, x.shape, ind.shape)
     sl = cprod(x.dims[b + k:])
@@ -92,6 +89,16 @@ def gather_nd(ctx: KernelCtx) -> str:
                   f"off += v * ({cprod(x.dims[b + j + 1:])});"]
     lines += [copy("out0 + e * sl", "in0 + off", sl, x.ctype), "}", "}", "return 0;"]
     return "\n".join(lines)
+
+
+def _copy_only_reduction(node: Node) -> str | None:
+    """Types moved only as bytes (strings, float8, int4...) are scattered by assignment: a reduction needs
+    arithmetic on them."""
+    x = node.input(0)
+    red = node.attr("reduction", "none")
+    if x is not None and x.dtype is not None and x.dtype not in MOVABLE and red != "none":
+        return f"reduction {red!r} on {x.dtype.short} tensors is not supported"
+    return None
 
 
 def _combine(red: str, dst: str, u: str, dt: DType) -> str:
@@ -110,9 +117,8 @@ def _combine(red: str, dst: str, u: str, dt: DType) -> str:
     return f"if ({u} < {dst}) {dst} = {u};"
 
 
-@kernel("ScatterND", accepts=dtype_accepts(0, 2))
+@kernel("ScatterND", types=MOVES, accepts=_copy_only_reduction)
 def scatter_nd(ctx: KernelCtx) -> str:
-    require(ctx, 0, 2)
     x, ind = ctx.ins[0], ctx.ins[1]
     red = scatter_reduction(ctx.node)
     if x.dtype in half.HALF:
@@ -131,9 +137,8 @@ def scatter_nd(ctx: KernelCtx) -> str:
     return "\n".join(lines)
 
 
-@kernel("ScatterElements", "Scatter", accepts=dtype_accepts(0, 2))
+@kernel("ScatterElements", "Scatter", types=MOVES, accepts=_copy_only_reduction)
 def scatter_elements(ctx: KernelCtx) -> str:
-    require(ctx, 0, 2)
     x, ind = ctx.ins[0], ctx.ins[1]
     red = scatter_reduction(ctx.node)
     if x.dtype in half.HALF:

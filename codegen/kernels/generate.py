@@ -8,13 +8,16 @@ Range and OneHot whose shape/limits/depth are known only at run time have shape 
 
 from __future__ import annotations
 
-from onnxc.ir import Node
-from onnxc.passes.shapes.shape_ops import SYM_DOMAIN, fill_value, shape_range
+from onnxc.ir import DType, Node
+from onnxc.passes.shapes.shape_ops import SYM_DOMAIN, fill_value, range_stash, shape_range
 
 from . import dynshape as ds
 from . import half
 from .base import KernelCtx, kernel
-from .copyutil import clit, copy, cprod, dtype_accepts, require
+from .copyutil import MOVABLE, clit, copy, cprod
+from .typesets import ANY, ARITH
+
+RANGE_TYPES = ARITH  # numbers of every width; floats in double like numpy.arange
 
 
 def _write_dims(ctx: KernelCtx, dims) -> str:
@@ -22,33 +25,21 @@ def _write_dims(ctx: KernelCtx, dims) -> str:
     return "\n".join(lines + ["return 0;"])
 
 
-@kernel("Shape")
+@kernel("Shape", types=ANY)
 def shape(ctx: KernelCtx) -> str:
     x = ctx.ins[0]
     a, b = shape_range(ctx.node, x.rank)
     return _write_dims(ctx, x.shape[a:b])
 
 
-@kernel("Size")
+@kernel("Size", types=ANY)
 def size(ctx: KernelCtx) -> str:
     return f"out0[0] = (int64_t)({ctx.ins[0].numel()});\nreturn 0;"
 
 
-@kernel("SymValue", domain=SYM_DOMAIN)
+@kernel("SymValue", domain=SYM_DOMAIN, types={DType.INT64}, typed="out0")
 def sym_value(ctx: KernelCtx) -> str:
     return _write_dims(ctx, ctx.attr("dims"))
-
-
-def _cos_accepts(node: Node) -> str | None:
-    from onnxc.ir import dtype_from_numpy
-
-    from .copyutil import SUPPORTED
-
-    try:
-        dt = dtype_from_numpy(fill_value(node).dtype)
-    except Exception:  # noqa: BLE001 - invalid attributes are reported by the shape rule
-        return None
-    return None if dt in SUPPORTED else f"{dt.short} tensors are not supported yet"
 
 
 def _cos_shape(ctx: KernelCtx) -> str:
@@ -59,9 +50,10 @@ def _cos_shape(ctx: KernelCtx) -> str:
                       ds.bind_array(ctx, 0, "s"), "return 0;"])
 
 
-@kernel("ConstantOfShape", accepts=_cos_accepts, shape_fn=_cos_shape)
+# not bfloat16: a bfloat16 ``value`` reaches the IR as its uint16 bit pattern (frontend tensor attributes
+# keep numpy dtypes), so its type and literal would be wrong
+@kernel("ConstantOfShape", types=MOVABLE - {DType.BFLOAT16}, typed="out0", shape_fn=_cos_shape)
 def constant_of_shape(ctx: KernelCtx) -> str:
-    require(ctx)
     y = ctx.outs[0]
     v = clit(fill_value(ctx.node)[0], y.dtype)
     return (f"const int64_t n = {y.numel()};\n"
@@ -70,11 +62,14 @@ def constant_of_shape(ctx: KernelCtx) -> str:
 
 def _range_shape(ctx: KernelCtx) -> str:
     """count = max(ceil((limit - start) / delta), 0); floats in double like the reference's arange."""
-    t = ctx.ins[0].ctype
+    dt = ctx.ins[0].dtype
+    t = "float" if dt in half.HALF else ctx.ins[0].ctype
+    half.use(ctx)
     fail = f"return onnxc_fail(rt, ONNXC_ERR_RUNTIME, \"%s: {{}}\", {ds.who(ctx)});"
-    lines = [f"const {t} start = in0[0], limit = in1[0], delta = in2[0];",
+    lines = [f"const {t} start = {half.load(dt, 'in0[0]')}, limit = {half.load(dt, 'in1[0]')}, "
+             f"delta = {half.load(dt, 'in2[0]')};",
              "if (delta == 0) " + fail.format("delta must not be zero")]
-    if ctx.ins[0].dtype.is_float:
+    if dt.is_float:
         lines += ["double n = ceil(((double)limit - (double)start) / (double)delta);",
                   "if (!(n > 0)) n = 0;",
                   "if (n > 9.0e15) " + fail.format("the range has too many elements")]
@@ -87,18 +82,26 @@ def _range_shape(ctx: KernelCtx) -> str:
     return "\n".join(lines)
 
 
-def _range_accepts(node: Node) -> str | None:
-    v = node.input(0)
-    if v is not None and v.dtype in half.HALF:
-        return f"Range on {v.dtype.short} tensors is not supported"
-    return dtype_accepts(0)(node)
+def _half_range(ctx: KernelCtx) -> str:
+    """float16/bfloat16 (Range-27): start + i * delta in the stash type (float or double), each step
+    rounded in that type (volatile: no fused multiply-add), then rounded to the output type."""
+    half.use(ctx)
+    dt = ctx.outs[0].dtype
+    st = "double" if range_stash(ctx.node) == DType.DOUBLE else "float"
+    if st == "float":
+        out = half.store(dt, "start + p")
+    else:  # double -> float16 directly; bfloat16 through float (as ml_dtypes converts)
+        out = "onnxc_d2h(start + p)" if dt == DType.FLOAT16 else "onnxc_f2bf((float)(start + p))"
+    return (f"const {st} start = {half.load(dt, 'in0[0]')}, delta = {half.load(dt, 'in2[0]')};\n"
+            f"const int64_t n = {ctx.outs[0].numel()};\n"
+            f"for (int64_t i = 0; i < n; i++) {{ volatile {st} p = ({st})i * delta; out0[i] = {out}; }}\n"
+            "return 0;")
 
 
-@kernel("Range", accepts=_range_accepts, shape_fn=_range_shape)
+@kernel("Range", types=RANGE_TYPES, shape_fn=_range_shape)
 def range_kernel(ctx: KernelCtx) -> str:
-    require(ctx, 0)
     if ctx.ins[0].dtype in half.HALF:
-        raise NotImplementedError(f"Range on {ctx.ins[0].dtype.short} tensors is not supported")
+        return _half_range(ctx)
     y = ctx.outs[0]
     t = y.ctype
     if y.dtype.is_float:  # like the reference (numpy arange): start + i * delta in double
@@ -122,9 +125,16 @@ def _onehot_shape(ctx: KernelCtx) -> str:
         ds.assign(ctx, ctx.outs[0].shape[axis], "(int64_t)v"), "return 0;"])
 
 
-@kernel("OneHot", accepts=dtype_accepts(0, 2), shape_fn=_onehot_shape)
+def _onehot_accepts(node: Node) -> str | None:
+    """The indices' type (the values', the op's main type, is declared with types=)."""
+    v = node.input(0)
+    if v is not None and v.dtype is not None and v.dtype not in ARITH:
+        return f"{v.dtype.short} indices are not supported"
+    return None
+
+
+@kernel("OneHot", types=MOVABLE, typed="in2", accepts=_onehot_accepts, shape_fn=_onehot_shape)
 def onehot(ctx: KernelCtx) -> str:
-    require(ctx, 0, 2)
     half.use(ctx)
     ind, y = ctx.ins[0], ctx.outs[0]
     axis = ctx.node.attr("axis", -1)
@@ -145,9 +155,8 @@ def onehot(ctx: KernelCtx) -> str:
     return "\n".join(lines)
 
 
-@kernel("Trilu", accepts=dtype_accepts(0))
+@kernel("Trilu", types=MOVABLE)
 def trilu(ctx: KernelCtx) -> str:
-    require(ctx, 0)
     x = ctx.ins[0]
     k = "(int64_t)in1[0]" if len(ctx.ins) > 1 and ctx.ins[1] is not None else "0"
     upper = bool(ctx.attr("upper", 1))
@@ -172,9 +181,8 @@ def trilu(ctx: KernelCtx) -> str:
         "}", "}", "return 0;"])
 
 
-@kernel("EyeLike", accepts=dtype_accepts(outputs=(0,)))
+@kernel("EyeLike", types=MOVABLE, typed="out0")
 def eyelike(ctx: KernelCtx) -> str:
-    require(ctx)
     y = ctx.outs[0]
     k = int(ctx.attr("k", 0))
     return "\n".join([

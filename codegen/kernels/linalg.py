@@ -14,10 +14,10 @@ from . import dynshape as ds
 from . import half
 from .base import KernelCtx, kernel
 from .copyutil import cprod
-from .nncommon import FLOATS, dtype_accepts
+from .nncommon import FLOATS
 
 
-@kernel("Det", accepts=dtype_accepts(FLOATS | half.HALF))
+@kernel("Det", types=FLOATS | half.HALF)
 def det(ctx: KernelCtx) -> str:
     half.use(ctx)
     x, y = ctx.ins[0], ctx.outs[0]

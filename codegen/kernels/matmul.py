@@ -4,7 +4,7 @@ MatMul follows numpy: 1-D operands are promoted to matrices; batch axes broadcas
 batch axes, A's batch folds into the rows of one big GEMM. Integer MatMul/Gemm use a plain i-k-j
 loop that wraps in the element width (unsigned arithmetic, no undefined overflow).
 Gemm first writes beta * C (broadcast) into Y, then accumulates alpha * op(A) op(B) with beta = 1.
-float16/bfloat16 run the float32 kernel on converted copies (``half.via_float32``).
+float16/bfloat16 use the kernels of matmul_half.py, which round like the reference (numpy).
 """
 
 from __future__ import annotations
@@ -13,7 +13,19 @@ from onnxc.ir import DType
 
 from . import half
 from .base import KernelCtx, Operand, kernel
+from .epilogue import Epilogue, epilogue, rows_epilogue
+from .gemv import gemv_body  # small-M products with a constant B (runtime_c/onnxc_gemv.h)
+from .matmul_half import gemm_epilogue, half_mm
 from .nncommon import FLOATS, GEMM_INTS, dtype_accepts, gemm_call, gemm_expr, lit, prod
+from .sgemm_call import sgemm_stmt
+
+
+def _epilogue(ctx: KernelCtx, dt: DType) -> tuple[Epilogue, str | None]:
+    """The fused epilogue a fusion pass asked for (epilogue.py) and the residual pointer; float/double only."""
+    ep = epilogue(ctx)
+    if ep.active and dt not in FLOATS:
+        raise ValueError(f"a fused activation/residual is not supported for element type {dt.short}")
+    return ep, None if ep.residual is None else f"in{ep.residual}"
 
 
 def int_gemm_helper(ctx: KernelCtx, dt: DType) -> str:
@@ -48,19 +60,28 @@ def _mm(ctx: KernelCtx, dt: DType, ta: bool, tb: bool, m: str, n: str, k: str, a
     return f"{fn}({m}, {n}, {k}, {a}, {sam}, {sak}, {b}, {sbk}, {sbn}, {c}, {ldc});"
 
 
-@kernel("MatMul", accepts=dtype_accepts(FLOATS | GEMM_INTS, (0, 1)))
-@half.via_float32
+@kernel("MatMul", types=FLOATS | half.HALF | GEMM_INTS, accepts=dtype_accepts(FLOATS | half.HALF | GEMM_INTS, (1,)))
 def matmul(ctx: KernelCtx) -> str:
+    if (body := gemv_body(ctx)) is not None:  # the GEMV path (codegen/kernels/gemv.py)
+        return body
     a, b, y = ctx.ins[0], ctx.ins[1], ctx.outs[0]
     dt = y.dtype
     ad = ["1", a.dims[0]] if a.rank == 1 else list(a.dims)
     bd = [b.dims[0], "1"] if b.rank == 1 else list(b.dims)
     m, k, n = ad[-2], ad[-1], bd[-1]
+    ep, res = _epilogue(ctx, dt)
     lines = [f"const int64_t M = {m}, N = {n}, K = {k};"]
     abatch, bbatch = ad[:-2], bd[:-2]
     if not bbatch:  # A's batch axes fold into the rows of one GEMM
         rows = prod(abatch + ["M"]) if abatch else "M"
-        lines.append(_mm(ctx, dt, False, False, rows, "N", "K", "in0", "K", "in1", "N", "out0", "N"))
+        if dt in half.HALF:
+            lines.append(f"if ({half_mm(ctx, dt, False, False, rows, 'N', 'K', 'in0', 'K', 'in1', 'N', 'out0')}) "
+                         "return onnxc_fail(rt, ONNXC_ERR_MEMORY, \"out of memory in MatMul\");")
+        elif dt == DType.FLOAT:  # constant B packed at compile time, epilogue fused
+            lines.append(sgemm_stmt(ctx, rows, "N", "K", "1.0f", "in0", "K", False, 1, False, "0.0f", "out0", "N", ep))
+        else:
+            lines.append(_mm(ctx, dt, False, False, rows, "N", "K", "in0", "K", "in1", "N", "out0", "N"))
+            lines += rows_epilogue(ep, dt, "out0", rows, "N", res)
         lines.append("return 0;")
         return "\n".join(lines)
     nb = max(len(abatch), len(bbatch))
@@ -96,9 +117,15 @@ def matmul(ctx: KernelCtx) -> str:
         call = gemm_expr(ctx, dt, "0", "0", "M", "N", "K", lit(1.0, dt), "pa", "K", "pb", "N", lit(0.0, dt), "py",
                          "N", threads="inner ? rt->threads : 1")
         lines.append(f"    bad |= {call};")
+    elif dt in half.HALF:
+        call = half_mm(ctx, dt, False, False, "M", "N", "K", "pa", "K", "pb", "N", "py",
+                       threads="inner ? rt->threads : 1")
+        lines.append(f"    bad |= {call};")
     else:
         lines.append("    " + _mm(ctx, dt, False, False, "M", "N", "K", "pa", "K", "pb", "N", "py", "N"))
-    lines += ["}", "if (bad) return onnxc_fail(rt, ONNXC_ERR_MEMORY, \"out of memory in MatMul\");", "return 0;"]
+    lines += ["}", "if (bad) return onnxc_fail(rt, ONNXC_ERR_MEMORY, \"out of memory in MatMul\");"]
+    lines += rows_epilogue(ep, dt, "out0", "NB * M", "N", res)
+    lines.append("return 0;")
     return "\n".join(lines)
 
 
@@ -117,22 +144,35 @@ def _fill_c(c: Operand, y: Operand, beta: str, dt: DType) -> list[str]:
             "}"]
 
 
-@kernel("Gemm", accepts=dtype_accepts(FLOATS | half.HALF | GEMM_INTS, (0, 1)))
-@half.via_float32
+@kernel("Gemm", types=FLOATS | half.HALF | GEMM_INTS, accepts=dtype_accepts(FLOATS | half.HALF | GEMM_INTS, (1,)))
 def gemm(ctx: KernelCtx) -> str:
+    if (body := gemv_body(ctx)) is not None:  # the GEMV path (codegen/kernels/gemv.py)
+        return body
     a, b, y = ctx.ins[0], ctx.ins[1], ctx.outs[0]
     c = ctx.ins[2] if len(ctx.ins) > 2 else None
     dt = y.dtype
     ta, tb = bool(ctx.attr("transA", 0)), bool(ctx.attr("transB", 0))
     alpha, beta = float(ctx.attr("alpha", 1.0)), float(ctx.attr("beta", 1.0))
     k = a.dims[0] if ta else a.dims[1]
+    ep, res = _epilogue(ctx, dt)
     lines = [f"const int64_t M = {y.dims[0]}, N = {y.dims[1]}, K = {k};"]
+    if dt in half.HALF:
+        call = half_mm(ctx, dt, ta, tb, "M", "N", "K", "in0", a.dims[1], "in1", b.dims[1], "out0")
+        lines.append(f"if ({call}) return onnxc_fail(rt, ONNXC_ERR_MEMORY, \"out of memory in Gemm\");")
+        lines += gemm_epilogue(ctx, dt, c, alpha, beta)
+        lines.append("return 0;")
+        return "\n".join(lines)
     if dt in FLOATS:
         has_c = c is not None and beta != 0
         if has_c:
             lines += _fill_c(c, y, lit(beta, dt), dt)
-        lines.append(_mm(ctx, dt, ta, tb, "M", "N", "K", "in0", a.dims[1], "in1", b.dims[1], "out0", "N",
-                         lit(alpha, dt), lit(1.0 if has_c else 0.0, dt)))
+        if dt == DType.FLOAT:  # constant B packed at compile time, epilogue fused
+            lines.append(sgemm_stmt(ctx, "M", "N", "K", lit(alpha, dt), "in0", a.dims[1], ta, 1, tb,
+                                    lit(1.0 if has_c else 0.0, dt), "out0", "N", ep))
+        else:
+            lines.append(_mm(ctx, dt, ta, tb, "M", "N", "K", "in0", a.dims[1], "in1", b.dims[1], "out0", "N",
+                             lit(alpha, dt), lit(1.0 if has_c else 0.0, dt)))
+            lines += rows_epilogue(ep, dt, "out0", "M", "N", res)
         lines.append("return 0;")
         return "\n".join(lines)
     # integers: Y = A B, then Y = alpha * Y + beta * C in double, truncated like numpy's astype

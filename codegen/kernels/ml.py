@@ -21,14 +21,14 @@ _LABEL_TYPES = frozenset({DType.STRING, DType.INT64, DType.INT32, DType.INT16, D
 
 
 def _label_accepts(node: Node) -> str | None:
-    for v in (node.input(0), node.outputs[0]):
-        t = getattr(v, "type", None)
-        if t is not None and getattr(t, "dtype", None) is not None and t.dtype not in _LABEL_TYPES:
-            return f"{t.dtype.short} tensors are not supported"
+    """The value type (the output's) is one of the key types too (``types=`` declares the keys')."""
+    t = getattr(node.outputs[0], "type", None)
+    if t is not None and getattr(t, "dtype", None) is not None and t.dtype not in _LABEL_TYPES:
+        return f"{t.dtype.short} values are not supported"
     return None
 
 
-@kernel("LabelEncoder", domain=ML, accepts=_label_accepts)
+@kernel("LabelEncoder", domain=ML, types=_LABEL_TYPES, accepts=_label_accepts)
 def label_encoder(ctx: KernelCtx) -> str:
     m = label_map(ctx.node)
     x = ctx.ins[0]
@@ -59,16 +59,11 @@ def label_encoder(ctx: KernelCtx) -> str:
     return "\n".join(lines)
 
 
-_AFE_TYPES = frozenset({DType.FLOAT, DType.DOUBLE, DType.INT64, DType.INT32, DType.STRING})
+_AFE_TYPES = frozenset({DType.FLOAT, DType.DOUBLE, DType.INT64, DType.INT32, DType.STRING})  # the spec's
+_BINARIZER_TYPES = frozenset({DType.FLOAT, DType.DOUBLE, DType.INT64, DType.INT32})
 
 
-def _afe_accepts(node: Node) -> str | None:
-    t = getattr(node.input(0), "type", None)
-    dt = getattr(t, "dtype", None)
-    return None if dt is None or dt in _AFE_TYPES else f"{dt.short} tensors are not supported"
-
-
-@kernel("ArrayFeatureExtractor", domain=ML, accepts=_afe_accepts)
+@kernel("ArrayFeatureExtractor", domain=ML, types=_AFE_TYPES)
 def array_feature_extractor(ctx: KernelCtx) -> str:
     x, ind = ctx.ins[0], ctx.ins[1]
     who = c_string(ctx.node.describe())
@@ -82,7 +77,7 @@ def array_feature_extractor(ctx: KernelCtx) -> str:
         "return 0;"])
 
 
-@kernel("Binarizer", domain=ML)
+@kernel("Binarizer", domain=ML, types=_BINARIZER_TYPES)
 def binarizer(ctx: KernelCtx) -> str:
     x = ctx.ins[0]
     thr = literal(float(ctx.attr("threshold", 0.0)), DType.DOUBLE)

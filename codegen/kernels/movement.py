@@ -16,11 +16,14 @@ from __future__ import annotations
 from onnxc.passes.shapes.movement import concat_axis, space_depth_perm, space_depth_view, transpose_perm
 
 from . import dynshape as ds
+from . import random
 from .base import KernelCtx, alias_kernel, kernel, shape_function
-from .copyutil import copy, cprod, dtype_accepts, require, transpose_body
+from .copyutil import MOVES, copy, cprod, transpose_body
 from .loops import broadcast_loop
+from .typesets import ANY, MOVABLE
 
-alias_kernel("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity")
+# views carry any element type (Identity also sequences and optionals)
+alias_kernel("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", types=ANY)
 
 
 @shape_function("Reshape")
@@ -66,26 +69,23 @@ def unsqueeze_shape(ctx: KernelCtx) -> str:
     return "\n".join([*lines, ds.bind_array(ctx, 0, "dout"), "return 0;"])
 
 
-@kernel("Transpose", accepts=dtype_accepts(0))
+@kernel("Transpose", types=MOVES)
 def transpose(ctx: KernelCtx) -> str:
-    require(ctx, 0)
     x = ctx.ins[0]
     return transpose_body("in0", "out0", x.dims, transpose_perm(ctx.node, x.rank), x.ctype, x.dtype.itemsize,
                           ctx.helper)
 
 
-@kernel("DepthToSpace", "SpaceToDepth", accepts=dtype_accepts(0))
+@kernel("DepthToSpace", "SpaceToDepth", types=MOVES)
 def space_depth(ctx: KernelCtx) -> str:
-    require(ctx, 0)
     x = ctx.ins[0]
     view = [ctx.dim(d) for d in space_depth_view(ctx.node, x.shape)]
     _, perm = space_depth_perm(ctx.node)
     return transpose_body("in0", "out0", view, perm, x.ctype, x.dtype.itemsize, ctx.helper)
 
 
-@kernel("Concat", accepts=dtype_accepts(0))
+@kernel("Concat", types=MOVES)
 def concat(ctx: KernelCtx) -> str:
-    require(ctx, 0)
     y = ctx.outs[0]
     axis = concat_axis(ctx.node, y.rank)
     inner = y.dims[axis + 1:]
@@ -120,9 +120,8 @@ def split_shape(ctx: KernelCtx) -> str:
     return "\n".join([*lines, "return 0;"])
 
 
-@kernel("Split", accepts=dtype_accepts(0), shape_fn=split_shape)
+@kernel("Split", types=MOVES, shape_fn=split_shape)
 def split(ctx: KernelCtx) -> str:
-    require(ctx, 0)
     x = ctx.ins[0]
     axis = ctx.node.attr("axis", 0)
     axis = axis + x.rank if axis < 0 else axis
@@ -150,9 +149,8 @@ def expand_shape(ctx: KernelCtx) -> str:
                       ds.bind_array(ctx, 0, "dout"), "return 0;"])
 
 
-@kernel("Expand", accepts=dtype_accepts(0), shape_fn=expand_shape)
+@kernel("Expand", types=MOVES, shape_fn=expand_shape)
 def expand(ctx: KernelCtx) -> str:
-    require(ctx, 0)
     return broadcast_loop(ctx.outs[0], [ctx.ins[0]], "{0}")
 
 
@@ -171,9 +169,8 @@ def tile_shape(ctx: KernelCtx) -> str:
                       ds.bind_array(ctx, 0, "dout"), "return 0;"])
 
 
-@kernel("Tile", accepts=dtype_accepts(0), shape_fn=tile_shape)
+@kernel("Tile", types=MOVES, shape_fn=tile_shape)
 def tile(ctx: KernelCtx) -> str:
-    require(ctx, 0)
     x, y = ctx.ins[0], ctx.outs[0]
     r = x.rank
     if r == 0:
@@ -191,9 +188,10 @@ def tile(ctx: KernelCtx) -> str:
     return "\n".join(lines)
 
 
-@kernel("Dropout", accepts=dtype_accepts(0))
+@kernel("Dropout", types=MOVABLE)
 def dropout(ctx: KernelCtx) -> str:
-    require(ctx, 0)
+    if random.dropout_may_train(ctx.node):
+        return random.dropout_training(ctx)
     x = ctx.ins[0]
     lines = []
     n = x.numel()

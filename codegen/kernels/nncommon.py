@@ -35,6 +35,21 @@ def dtype_accepts(allowed: frozenset, inputs: tuple[int, ...] = (0,)) -> Callabl
     return accepts
 
 
+def same_type_accepts(*inputs: int) -> Callable[[Node], str | None]:
+    """An ``accepts=`` check: the listed inputs (when present and typed) have input 0's element type
+    (whose supported values the kernel declares with ``types=``)."""
+
+    def accepts(node: Node) -> str | None:
+        x = node.input(0)
+        for i in inputs:
+            v = node.input(i)
+            if x is not None and v is not None and None not in (x.dtype, v.dtype) and v.dtype != x.dtype:
+                return f"input {i} of type {v.dtype.short} with input 0 of type {x.dtype.short} is not supported"
+        return None
+
+    return accepts
+
+
 def unsupported(ctx: KernelCtx, why: str) -> UnsupportedOpError:
     n = ctx.node
     return UnsupportedOpError(f"{n.describe()}: {why}", [(n.domain or "ai.onnx", n.op_type, n.version)])

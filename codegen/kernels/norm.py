@@ -1,8 +1,11 @@
 """Normalization kernels: BatchNormalization (inference), InstanceNormalization, LayerNormalization, LRN.
 
 BatchNormalization folds its four statistics into one scale and shift per channel (per element for
-the spatial=0 form of opset < 9) and applies them in one pass. Instance and layer normalization use
-two passes over each normalized block (mean, then centered variance: stable), accumulating in double.
+the spatial=0 form of opset < 9) and applies them in one pass. Instance normalization uses two passes
+over each normalized block (mean, then centered variance), accumulating in double. Layer normalization
+gathers the sum and the sum of squares of a row in one vectorized pass (double accumulators: the
+products of floats are exact in double and E[x^2] - mean^2 loses only the digits double has to spare),
+then normalizes the row while it is still in cache (double rows keep the two-pass centered variance).
 """
 
 from __future__ import annotations
@@ -10,29 +13,26 @@ from __future__ import annotations
 from onnxc.ir import DType, Node
 from onnxc.passes.shapes.norm import stash_dtype
 
-from . import half
+from . import half, training
 from .base import KernelCtx, kernel
-from .nncommon import FLOATS, dtype_accepts, is_used, lit, mfn, omp_for, prod, unsupported
-
-_float_check = dtype_accepts(FLOATS | half.HALF)
+from .nncommon import FLOATS, is_used, lit, mfn, omp_for, prod, unsupported
 
 
 def _bn_accepts(node: Node) -> str | None:
-    reason = _float_check(node)
-    if reason:
-        return reason
     if node.version < 7 and not node.attr("is_test", 0):
         return "training mode (is_test=0) is not supported; set is_test=1 for inference"
-    if node.attr("training_mode", 0):
-        return "training_mode=1 is not supported (inference only)"
+    if training.bn_training(node):
+        return None  # codegen/kernels/training.py
     if any(is_used(o) for o in node.outputs[1:]):
         return "the training outputs (running/saved mean and variance) are not supported"
     return None
 
 
-@kernel("BatchNormalization", accepts=_bn_accepts)
+@kernel("BatchNormalization", types=FLOATS | half.HALF, accepts=_bn_accepts)
 @half.via_float32
 def batch_norm(ctx: KernelCtx) -> str:
+    if training.bn_training(ctx.node):
+        return training.batch_norm_training(ctx)
     x = ctx.ins[0]
     dt = x.dtype
     eps = float(ctx.attr("epsilon", 1e-5))
@@ -80,7 +80,17 @@ def _moments(dt: DType, n: str) -> list[str]:
             f"    const double var = {n} > 0 ? sq / (double)({n}) : 0;"]
 
 
-@kernel("InstanceNormalization", accepts=_float_check)
+def _moments_one_pass(n: str) -> list[str]:
+    """C lines computing ``mean`` and ``var`` (double) of x[0..n) in one pass over the row."""
+    return ["    double sum = 0, sq = 0;",
+            "#pragma omp simd reduction(+ : sum, sq)",
+            f"    for (int64_t j = 0; j < {n}; j++) {{ const double v = (double)x[j]; sum += v; sq += v * v; }}",
+            f"    const double mean = {n} > 0 ? sum / (double)({n}) : 0;",
+            f"    double var = {n} > 0 ? sq / (double)({n}) - mean * mean : 0;",
+            "    var = var > 0 ? var : 0;"]
+
+
+@kernel("InstanceNormalization", types=FLOATS | half.HALF)
 @half.via_float32
 def instance_norm(ctx: KernelCtx) -> str:
     x = ctx.ins[0]
@@ -101,7 +111,7 @@ def instance_norm(ctx: KernelCtx) -> str:
     return "\n".join(lines)
 
 
-@kernel("LayerNormalization", accepts=_float_check)
+@kernel("LayerNormalization", types=FLOATS | half.HALF)
 @half.via_float32
 def layer_norm(ctx: KernelCtx) -> str:
     x = ctx.ins[0]
@@ -133,7 +143,8 @@ def layer_norm(ctx: KernelCtx) -> str:
              "for (int64_t r = 0; r < R; r++) {",
              f"    const {dt.c} *restrict x = in0 + r * L;",
              f"    {dt.c} *restrict y = out0 + r * L;"]
-    lines += _moments(dt, "L")
+    # float rows: one pass (exact products in double); double rows keep the centered second pass
+    lines += _moments_one_pass("L") if dt == DType.FLOAT else _moments(dt, "L")
     lines += [f"    const double inv = 1.0 / sqrt(var + {eps!r});",
               f"    const {dt.c} m = ({dt.c})mean, s = ({dt.c})inv;",
               "#pragma omp simd",
@@ -145,15 +156,25 @@ def layer_norm(ctx: KernelCtx) -> str:
     return "\n".join(lines)
 
 
-@kernel("LRN", accepts=_float_check)
+@kernel("LRN", types=FLOATS | half.HALF)
 @half.via_float32
 def lrn(ctx: KernelCtx) -> str:
+    """y = x / (bias + alpha / size * sum of x^2 over the channel window)^beta. The window sums for one
+    channel are a few vectorized multiply-adds over the plane; the power runs as exp(-beta * log(.))
+    through onnxc_vmath.h for float (vectorized; libm's powf is a scalar call per element)."""
     x = ctx.ins[0]
     dt = x.dtype
     size = int(ctx.attr("size"))
     alpha, beta, bias = (float(ctx.attr(k, d)) for k, d in (("alpha", 1e-4), ("beta", 0.75), ("bias", 1.0)))
     lo, hi = (size - 1) // 2, (size - 1) - (size - 1) // 2  # channels before / after c in the window
-    pw = mfn("pow", dt)
+    base = f"{lit(bias, dt)} + {lit(alpha / size, dt)} * y[j]"
+    simd = "#pragma omp simd"
+    if dt == DType.FLOAT:
+        ctx.helper("onnxc_vmath", '#include "onnxc_vmath.h"')
+        scale = f"onnxc_vexpf({lit(-beta, dt)} * onnxc_vlogf({base}))"
+        simd = "ONNXC_VM_SIMD"
+    else:
+        scale = f"pow({base}, {lit(-beta, dt)})"
     return "\n".join([
         f"const int64_t N = {x.dims[0]}, C = {x.dims[1]}, S = {prod(x.dims[2:])};",
         omp_for(f"N * C * S * {size}"),
@@ -162,13 +183,14 @@ def lrn(ctx: KernelCtx) -> str:
         f"    const int64_t c0 = c - {lo} < 0 ? 0 : c - {lo}, c1 = c + {hi} >= C ? C - 1 : c + {hi};",
         f"    const {dt.c} *restrict x = in0 + nc * S;",
         f"    {dt.c} *restrict y = out0 + nc * S;",
+        "#pragma omp simd",
         "    for (int64_t j = 0; j < S; j++) y[j] = 0;",
         "    for (int64_t k = c0; k <= c1; k++) {",
         f"        const {dt.c} *restrict xk = in0 + (n * C + k) * S;",
         "#pragma omp simd",
         "        for (int64_t j = 0; j < S; j++) y[j] += xk[j] * xk[j];",
         "    }",
-        "    for (int64_t j = 0; j < S; j++)",
-        f"        y[j] = x[j] / {pw}({lit(bias, dt)} + {lit(alpha / size, dt)} * y[j], {lit(beta, dt)});",
+        simd,
+        f"    for (int64_t j = 0; j < S; j++) y[j] = x[j] * {scale};",
         "}",
         "return 0;"])

@@ -8,19 +8,12 @@ invalid one is an error naming the node, never an out-of-bounds access.
 
 from __future__ import annotations
 
-from onnxc.ir import Node, TensorType
-from onnxc.passes.shapes.misc_nn import MOVABLE, reverse_axes, scatter_axis, scatter_mode, unpool_inferred
+from onnxc.passes.shapes.misc_nn import reverse_axes, scatter_axis, scatter_mode, unpool_inferred
 
 from . import dynshape as ds
 from .base import KernelCtx, kernel
 from .copyutil import clit, copy, cprod
-
-
-def _movable(node: Node) -> str | None:
-    t = node.input(0).type if node.input(0) is not None else None
-    if isinstance(t, TensorType) and t.dtype not in MOVABLE:
-        return f"{t.dtype.short} tensors are not supported"
-    return None
+from .typesets import ALL_FLOATS, STORABLE
 
 
 def _fail(ctx: KernelCtx, msg: str, *args: str) -> str:
@@ -45,7 +38,7 @@ def _unpool_shape(ctx: KernelCtx) -> str:
     return "\n".join([*lines, ds.bind_array(ctx, 0, "s"), "return 0;"])
 
 
-@kernel("MaxUnpool", accepts=_movable, shape_fn=_unpool_shape)
+@kernel("MaxUnpool", types=ALL_FLOATS, shape_fn=_unpool_shape)
 def maxunpool(ctx: KernelCtx) -> str:
     x, y = ctx.ins[0], ctx.outs[0]
     inf = [ctx.dim(d) for d in unpool_inferred(ctx.node)]
@@ -78,7 +71,7 @@ def maxunpool(ctx: KernelCtx) -> str:
 
 # -- ReverseSequence ------------------------------------------------------------------------------
 
-@kernel("ReverseSequence", accepts=_movable)
+@kernel("ReverseSequence", types=STORABLE)  # elements are copied whole
 def reverse_sequence(ctx: KernelCtx) -> str:
     x = ctx.ins[0]
     b_axis, t_axis = reverse_axes(ctx.node)
@@ -100,7 +93,7 @@ def reverse_sequence(ctx: KernelCtx) -> str:
 
 # -- TensorScatter --------------------------------------------------------------------------------
 
-@kernel("TensorScatter", accepts=_movable)
+@kernel("TensorScatter", types=STORABLE)  # elements are copied whole
 def tensor_scatter(ctx: KernelCtx) -> str:
     past, upd = ctx.ins[0], ctx.ins[1]
     wi = ctx.ins[2] if len(ctx.ins) > 2 else None

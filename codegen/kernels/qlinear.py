@@ -32,7 +32,7 @@ _ROUND = {DType.FLOAT16: "onnxc_round_h", DType.BFLOAT16: "onnxc_round_bf"}
 
 def _byte_operands(*idx: int):
     """``accepts=``: the operands at ``idx`` must be int8/uint8 (not float8, which QLinearMatMul-21
-    also allows)."""
+    also allows); ``types=`` declares input 0's."""
 
     def accepts(node: Node) -> str | None:
         for i in idx:
@@ -100,12 +100,12 @@ class _Batch:
         return out
 
 
-@kernel("MatMulInteger", accepts=_byte_operands(0, 1))
+@kernel("MatMulInteger", types=BYTE_TYPES, accepts=_byte_operands(1))
 def matmul_integer(ctx: KernelCtx) -> str:
     return _qmatmul(ctx, a=0, b=1, za=2, zb=3, quantized=False)
 
 
-@kernel("QLinearMatMul", accepts=_byte_operands(0, 3, 7))
+@kernel("QLinearMatMul", types=BYTE_TYPES, accepts=_byte_operands(3, 7))
 def qlinear_matmul(ctx: KernelCtx) -> str:
     return _qmatmul(ctx, a=0, b=3, za=2, zb=5, quantized=True)
 
@@ -185,12 +185,12 @@ def _as3(vals: list[str], fill: str) -> list[str]:
     return [fill] * (3 - len(vals)) + list(vals)
 
 
-@kernel("ConvInteger", accepts=_byte_operands(0, 1))
+@kernel("ConvInteger", types=BYTE_TYPES, accepts=_byte_operands(1))
 def conv_integer(ctx: KernelCtx) -> str:
     return _qconv(ctx, w=1, zx=2, zw=3, quantized=False)
 
 
-@kernel("QLinearConv", accepts=_byte_operands(0, 3, 7))
+@kernel("QLinearConv", types=BYTE_TYPES, accepts=_byte_operands(3, 7))
 def qlinear_conv(ctx: KernelCtx) -> str:
     return _qconv(ctx, w=3, zx=2, zw=5, quantized=True)
 

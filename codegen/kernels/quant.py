@@ -14,7 +14,9 @@ from onnxc.codegen.compiler import runtime_dir
 from onnxc.codegen.templating import c_string
 from onnxc.ir import DType, Node
 from onnxc.passes.shapes.quant_layout import (
+    DEQUANT_INPUTS,
     INT_RANGES,
+    QUANT_TYPES,
     QLayout,
     dequantize_output_type,
     division_type,
@@ -132,7 +134,7 @@ def _nest(ctx: KernelCtx, lay: QLayout, params: list[str], elem: str) -> str:
 
 # -- QuantizeLinear -----------------------------------------------------------------------------------
 
-@kernel("QuantizeLinear", accepts=_accepts)
+@kernel("QuantizeLinear", types=QUANT_TYPES, typed="out0", accepts=_accepts)  # the quantized type
 def quantize_linear(ctx: KernelCtx) -> str:
     node = ctx.node
     x, s = ctx.ins[0], ctx.ins[1]
@@ -169,7 +171,7 @@ def quantize_linear(ctx: KernelCtx) -> str:
 
 # -- DequantizeLinear ---------------------------------------------------------------------------------
 
-@kernel("DequantizeLinear", accepts=_accepts)
+@kernel("DequantizeLinear", types=DEQUANT_INPUTS, accepts=_accepts)
 def dequantize_linear(ctx: KernelCtx) -> str:
     node = ctx.node
     x, s = ctx.ins[0], ctx.ins[1]

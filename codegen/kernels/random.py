@@ -67,20 +67,13 @@ def _fill(ctx: KernelCtx, draw: str, scale: float, shift: float) -> str:
                       "}", "return 0;"])
 
 
-def _float_out(node: Node) -> str | None:
-    t = node.outputs[0].type
-    if isinstance(t, TensorType) and t.dtype not in FLOATS:
-        return f"{t.dtype.short} outputs are not supported"
-    return None
-
-
-@kernel("RandomUniform", "RandomUniformLike", accepts=_float_out)
+@kernel("RandomUniform", "RandomUniformLike", types=FLOATS, typed="out0")
 def random_uniform(ctx: KernelCtx) -> str:
     low, high = _f32(ctx.attr("low", 0.0), ctx.attr("high", 1.0))
     return _fill(ctx, "onnxc_mt_double(&st)", float(np.float32(high) - np.float32(low)), low)
 
 
-@kernel("RandomNormal", "RandomNormalLike", accepts=_float_out)
+@kernel("RandomNormal", "RandomNormalLike", types=FLOATS, typed="out0")
 def random_normal(ctx: KernelCtx) -> str:
     return _fill(ctx, "onnxc_mt_gauss(&st)", *_f32(ctx.attr("scale", 1.0), ctx.attr("mean", 0.0)))
 
@@ -94,7 +87,7 @@ def _from_bit(dt: DType, b: str) -> str:
     return f"({dt.c})({b})"
 
 
-@kernel("Bernoulli")
+@kernel("Bernoulli", types=FLOATS)  # the probabilities' type; any output type
 def bernoulli(ctx: KernelCtx) -> str:
     x, y = ctx.ins[0], ctx.outs[0]
     return "\n".join([
@@ -109,7 +102,7 @@ def bernoulli(ctx: KernelCtx) -> str:
         "}", "return 0;"])
 
 
-@kernel("Multinomial")
+@kernel("Multinomial", types=FLOATS)
 def multinomial(ctx: KernelCtx) -> str:
     x, y = ctx.ins[0], ctx.outs[0]
     who = ds.who(ctx)

@@ -6,7 +6,10 @@ activations, clip, peepholes and GRU/LSTM variant baked into the fused gate math
 projection X W^T of all time steps is one matrix product; each time step is one small product of
 the batch's states with R^T, followed by one vectorized loop of gate math per batch row. Both
 products read weights packed in panels (runtime_c/onnxc_recurrent.h). The two
-directions of a bidirectional node run on two threads when the node may use several.
+directions of a bidirectional node run on two threads when the node may use several; an RNN/LSTM
+direction whose steps are large (ONNXC_RNN_STEP_PAR_MIN) runs its steps on several threads, each
+owning whole panels of hidden units, with one barrier per step. LSTM with the default activations
+computes its gate math with 512-bit vectors where there are (``onnxc_lstm_gates_s``).
 
 sequence_lens: a batch entry is processed only over its own length (a reverse direction starts at
 its last valid step); Y is zero past the length and Y_h/Y_c are the states of the last valid step,
@@ -98,12 +101,21 @@ def _direction_fn(ctx: KernelCtx, spec: RecurrentSpec, d: int, dt: DType) -> str
     """Name of the static function running direction ``d`` (shared by identical nodes)."""
     peep = spec.op == "LSTM" and ctx.node.input(7) is not None
     two = spec.op == "GRU" and not spec.linear_before_reset
+    acts = spec.activations[d]
+    vgates = (spec.op == "LSTM" and dt == DType.FLOAT and [a.name for a in acts] == ["sigmoid", "tanh", "tanh"]
+              and (spec.clip is None or spec.clip > 0))
     vals = dict(
-        what=f"{spec.op}, activations {', '.join(a.name for a in spec.activations[d])}",
+        what=f"{spec.op}, activations {', '.join(a.name for a in acts)}",
         TT=dt.c, S="s" if dt == DType.FLOAT else "d", PW=panel_width(dt),
         op=spec.op, G=spec.gates,
         G1=2 if two else spec.gates, two_products=two, lbr=spec.linear_before_reset, peep=peep,
-        phases=_phases(spec, spec.activations[d], peep, dt))
+        phases=_phases(spec, acts, peep, dt),
+        # the time steps of one direction may run on several threads (one product and gate math per step
+        # that read only the previous states)
+        par=spec.op in ("LSTM", "RNN"),
+        # LSTM gate math of the default activations with vectors (onnxc_lstm_gates_s)
+        vgates=vgates, clip="INFINITY" if spec.clip is None else lit(spec.clip, dt),
+        input_forget=int(bool(spec.input_forget)))
     code = render("recurrent.c.j2", fname="NAME", **vals)
     name = "onnxc_rnn_" + hashlib.sha1(code.encode()).hexdigest()[:16]
     ctx.helper("onnxc_recurrent", '#include "onnxc_recurrent.h"')

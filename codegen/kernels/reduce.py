@@ -19,8 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from onnxc.ir import Dim, DType, Node, TensorType, UnsupportedOpError
-from onnxc.ir.types import EMULATED_FLOATS
+from onnxc.ir import Dim, DType
 from onnxc.passes.shapes.reduce import MVN_EPSILON, REDUCE_OPS, mvn_axes, reduce_axes
 from onnxc.passes.shapes.shape_ops import RUNTIME
 
@@ -46,28 +45,6 @@ def mfn(name: str, dt: DType) -> str:
 def wrap_type(dt: DType) -> str:
     """Unsigned C type in which integer + and * wrap like the element width (no signed overflow)."""
     return "uint64_t" if dt.itemsize == 8 else "uint32_t"
-
-
-def _dtype_check(allowed: frozenset) -> Callable[[Node], str | None]:
-    def accepts(node: Node) -> str | None:
-        t = node.inputs[0].type if node.inputs and node.inputs[0] is not None else None
-        if not isinstance(t, TensorType):
-            return None
-        if t.dtype in allowed:
-            return None
-        if t.dtype in EMULATED_FLOATS:
-            return f"element type {t.dtype.short} is not supported yet (emulated float types come later)"
-        return f"element type {t.dtype.short} is not supported"
-
-    return accepts
-
-
-def _require(ctx: KernelCtx, allowed: frozenset) -> DType:
-    reason = _dtype_check(allowed)(ctx.node)
-    if reason:
-        raise UnsupportedOpError(f"{ctx.node.describe()}: {reason}",
-                                 [(ctx.node.domain or "ai.onnx", ctx.node.op_type, ctx.node.version)])
-    return ctx.ins[0].dtype
 
 
 # -- combining operators --------------------------------------------------------------------------
@@ -249,18 +226,27 @@ def _term(kind: str, x: str, dt: DType) -> str:
     return x
 
 
-def _reduce_accepts(node: Node) -> str | None:
-    allowed = NUMERIC | {DType.BOOL} if node.op_type in ("ReduceMax", "ReduceMin") else NUMERIC
-    return _dtype_check(allowed | half.HALF)(node)
+# Element types per reduction. Integer sums and products wrap in the element width (exact modulo
+# 2**bits, like a cast of the exact result); Mean and L2 divide or take the root of that sum, so they
+# keep to the widths the spec lists, and the logs to floats. Max and Min also take bool (or / and).
+_WIDE_INTS = frozenset({DType.INT32, DType.INT64, DType.UINT32, DType.UINT64})
+REDUCE_TYPES = {"ReduceMax": NUMERIC | half.HALF | {DType.BOOL}, "ReduceMin": NUMERIC | half.HALF | {DType.BOOL},
+                "ReduceMean": FLOATS | half.HALF | _WIDE_INTS, "ReduceL2": FLOATS | half.HALF | _WIDE_INTS,
+                "ReduceLogSum": FLOATS | half.HALF, "ReduceLogSumExp": FLOATS | half.HALF}
 
 
-@kernel(*REDUCE_OPS, accepts=_reduce_accepts)
+def _register(fn):
+    """One kernel per reduction, typed by REDUCE_TYPES (every other one: NUMERIC and half types)."""
+    for op in REDUCE_OPS:
+        kernel(op, types=REDUCE_TYPES.get(op, NUMERIC | half.HALF))(fn)
+    return fn
+
+
+@_register
 @half.via_float32
 def reduce_kernel(ctx: KernelCtx) -> str:
     op = ctx.node.op_type
     x, y = ctx.ins[0], ctx.outs[0]
-    allowed = NUMERIC | {DType.BOOL} if op in ("ReduceMax", "ReduceMin") else NUMERIC
-    _require(ctx, allowed | half.HALF)
     dt = x.dtype  # float for float16/bfloat16 (via_float32)
     axes = reduce_axes(ctx.node, x.rank)
     if axes is RUNTIME:
@@ -315,8 +301,10 @@ def _logsumexp(ctx: KernelCtx, blks: list, nout: str) -> list[str]:
     add = Comb("+", sd)
     if needs_init(blks):
         lines += init_loop("sum", nout, "0")
+    ctx.helper("onnxc_vmath", '#include "onnxc_vmath.h"')  # exp that vectorizes
     lines += loop_nest(ctx, blks, accumulate(blks, "sum", st, add, "0",
-                                             lambda xe, o: f"{mfn('exp', sd)}(({st}){xe} - ({st})out0[{o}])"), work=work)
+                                             lambda xe, o: f"onnxc_vm_exp_{st}(({st}){xe} - ({st})out0[{o}])"),
+                       work=work)
     lines += [f"for (int64_t i = 0; i < {nout}; i++) out0[i] = ({dt.c})({mfn('log', sd)}(sum[i]) + ({st})out0[i]);",
               "free(sum);", "return 0;"]
     return lines
@@ -324,11 +312,11 @@ def _logsumexp(ctx: KernelCtx, blks: list, nout: str) -> list[str]:
 
 # -- MeanVarianceNormalization --------------------------------------------------------------------
 
-@kernel("MeanVarianceNormalization", accepts=_dtype_check(FLOATS))
+@kernel("MeanVarianceNormalization", types=FLOATS)
 def mvn_kernel(ctx: KernelCtx) -> str:
     """(x - mean) / (sqrt(var) + 1e-9) with mean and variance over ``axes`` (two-pass variance)."""
     x = ctx.ins[0]
-    dt = _require(ctx, FLOATS)
+    dt = x.dtype
     t = dt.c
     axes = mvn_axes(ctx.node, x.rank)
     blks = blocks(x.shape, set(axes))
@@ -375,10 +363,9 @@ def _axis(ctx: KernelCtx, default: int) -> int:
     return a + r if a < 0 else a
 
 
-@kernel("ArgMax", "ArgMin", accepts=_dtype_check(NUMERIC | half.HALF))
+@kernel("ArgMax", "ArgMin", types=NUMERIC | half.HALF)
 @half.via_float32
 def arg_kernel(ctx: KernelCtx) -> str:
-    _require(ctx, NUMERIC | half.HALF)
     x = ctx.ins[0]
     axis = _axis(ctx, 0)
     cmp = ">" if ctx.node.op_type == "ArgMax" else "<"
@@ -390,10 +377,10 @@ def arg_kernel(ctx: KernelCtx) -> str:
                   maybe_empty=not (isinstance(n, int) and n > 0), **oni(ctx, x.shape, axis))
 
 
-@kernel("CumSum", "CumProd", accepts=_dtype_check(NUMERIC))
+@kernel("CumSum", "CumProd", types=NUMERIC)
 def cum_kernel(ctx: KernelCtx) -> str:
-    dt = _require(ctx, NUMERIC)
     x = ctx.ins[0]
+    dt = x.dtype
     r = x.rank
     comb = Comb("+" if ctx.node.op_type == "CumSum" else "*", dt)
     a = ctx.const_input(1)
@@ -429,10 +416,10 @@ def _topk_shape(ctx: KernelCtx) -> str:
         f"{ctx.lvalue(ctx.outs[0].shape[axis])} = k;", "return 0;"])
 
 
-@kernel("TopK", accepts=_dtype_check(NUMERIC), shape_fn=_topk_shape)
+@kernel("TopK", types=NUMERIC, shape_fn=_topk_shape)
 def topk_kernel(ctx: KernelCtx) -> str:
-    dt = _require(ctx, NUMERIC)
     x = ctx.ins[0]
+    dt = x.dtype
     axis = _axis(ctx, -1)
     largest = bool(ctx.attr("largest", 1))
     name = f"onnxc_topk_{dt.short}_{'max' if largest else 'min'}"
@@ -447,9 +434,8 @@ def topk_kernel(ctx: KernelCtx) -> str:
     return "\n".join([*unused_inputs(ctx), body])
 
 
-@kernel("LpNormalization", accepts=_dtype_check(FLOATS))
+@kernel("LpNormalization", types=FLOATS)
 def lpnorm_kernel(ctx: KernelCtx) -> str:
-    _require(ctx, FLOATS)
     x = ctx.ins[0]
     p = int(ctx.attr("p", 2))
     dt = x.dtype

@@ -14,21 +14,27 @@ first occurrence.
 
 from __future__ import annotations
 
-from onnxc.ir import DType, Node, TensorType
+from onnxc.ir import DType, Node
 from onnxc.passes.shapes.select import compress_axis, unique_axis
 
 from . import dynshape as ds
+from . import half
 from .base import KernelCtx, kernel
-from .copyutil import SUPPORTED, cprod, dtype_accepts
+from .copyutil import MOVABLE, MOVES, cprod
+from .typesets import FLOATS
 
-_FLOATS = frozenset({DType.FLOAT, DType.DOUBLE})
 
-
-def _float_accepts(node: Node) -> str | None:
-    for v in node.inputs[:2]:
-        if v is not None and isinstance(v.type, TensorType) and v.type.dtype not in _FLOATS:
-            return f"{v.type.dtype.short} boxes/scores are not supported (float and double are)"
+def _scores_accepts(node: Node) -> str | None:
+    """The scores' type must be the boxes' (the boxes' type is declared with types=)."""
+    b, s = node.input(0), node.input(1)
+    if b is not None and s is not None and None not in (b.dtype, s.dtype) and b.dtype != s.dtype:
+        return f"{s.dtype.short} scores with {b.dtype.short} boxes are not supported"
     return None
+
+
+def _nonzero(x, expr: str) -> str:
+    """C test of element ``expr`` of operand ``x`` being nonzero (-0.0 is zero, also as a half bit pattern)."""
+    return f"(({expr}) & 0x7fff) != 0" if x.dtype in half.HALF else f"{expr} != 0"
 
 
 def _mem_fail(ctx: KernelCtx) -> str:
@@ -40,15 +46,15 @@ def _mem_fail(ctx: KernelCtx) -> str:
 def _nonzero_shape(ctx: KernelCtx) -> str:
     x = ctx.ins[0]
     return "\n".join([f"const int64_t n = {x.numel()};", "int64_t c = 0;",
-                      "for (int64_t i = 0; i < n; i++) c += in0[i] != 0;",
+                      f"for (int64_t i = 0; i < n; i++) c += {_nonzero(x, 'in0[i]')};",
                       ds.assign(ctx, ctx.outs[0].shape[1], "c"), "return 0;"])
 
 
-@kernel("NonZero", accepts=dtype_accepts(0), shape_fn=_nonzero_shape)
+@kernel("NonZero", types=MOVABLE, shape_fn=_nonzero_shape)
 def nonzero(ctx: KernelCtx) -> str:
     x, y = ctx.ins[0], ctx.outs[0]
     lines = [f"const int64_t n = {x.numel()}, nz = {y.dims[1]};", "int64_t j = 0;",
-             "for (int64_t i = 0; i < n; i++) {", "if (in0[i] == 0) continue;", "int64_t rem = i;"]
+             "for (int64_t i = 0; i < n; i++) {", f"if (!({_nonzero(x, 'in0[i]')})) continue;", "int64_t rem = i;"]
     for a in range(x.rank - 1, -1, -1):
         lines.append(f"out0[{a} * nz + j] = rem % ({x.dims[a]}); rem /= ({x.dims[a]});")
     return "\n".join([*lines, "(void)rem; j++;", "}", "(void)nz; (void)j;", "return 0;"])
@@ -77,7 +83,7 @@ def _compress_shape(ctx: KernelCtx) -> str:
         ds.assign(ctx, ctx.outs[0].shape[0 if axis is None else axis], "cnt"), "return 0;"])
 
 
-@kernel("Compress", accepts=dtype_accepts(0), shape_fn=_compress_shape)
+@kernel("Compress", types=MOVES, shape_fn=_compress_shape)
 def compress(ctx: KernelCtx) -> str:
     x, c = ctx.ins[0], ctx.ins[1]
     outer, n, inner = _compress_view(ctx)
@@ -97,7 +103,7 @@ static int onnxc_uq_cmp_{S}(const {T} *x, int64_t O, int64_t N, int64_t I, int64
     for (int64_t o = 0; o < O; o++) {{
         const {T} *p = x + (o * N + a) * I, *q = x + (o * N + b) * I;
         for (int64_t i = 0; i < I; i++) {{
-            const {T} u = p[i], v = q[i];
+            const {V} u = {load}(p[i]), v = {load}(q[i]);
             if (u < v) return -1;
             if (v < u) return 1;
             {nan}
@@ -132,8 +138,12 @@ def _unique_setup(ctx: KernelCtx) -> tuple[str, list[str]]:
     """The helper's suffix and C declaring O, N, I."""
     x = ctx.ins[0]
     dt = x.dtype
-    nan = "const int nu = u != u, nv = v != v; if (nu != nv) return nu ? 1 : -1;" if dt in _FLOATS else ""
-    ctx.helper(f"onnxc_uq_{dt.short}", _UNIQUE_HELPER.format(S=dt.short, T=x.ctype, nan=nan))
+    nan = "const int nu = u != u, nv = v != v; if (nu != nv) return nu ? 1 : -1;" if dt.is_float else ""
+    if dt in half.HALF:
+        half.use(ctx)
+    load = {DType.FLOAT16: "onnxc_h2f", DType.BFLOAT16: "onnxc_bf2f"}.get(dt, "")
+    ctx.helper(f"onnxc_uq_{dt.short}", _UNIQUE_HELPER.format(S=dt.short, T=x.ctype, nan=nan, load=load,
+                                                             V=half.compute_type(dt).c))
     axis = unique_axis(ctx.node, x.rank)
     if axis is None:
         o, n, i = "1", x.numel(), "1"
@@ -155,14 +165,7 @@ def _unique_shape(ctx: KernelCtx) -> str:
                       ds.assign(ctx, _unique_count(ctx), "u"), "return 0;"])
 
 
-def _unique_accepts(node: Node) -> str | None:
-    t = node.inputs[0].type if node.inputs and node.inputs[0] is not None else None
-    if isinstance(t, TensorType) and t.dtype not in SUPPORTED:
-        return f"{t.dtype.short} tensors are not supported yet"
-    return None
-
-
-@kernel("Unique", accepts=_unique_accepts, shape_fn=_unique_shape)
+@kernel("Unique", types=MOVABLE, shape_fn=_unique_shape)
 def unique(ctx: KernelCtx) -> str:
     s, lines = _unique_setup(ctx)
     x, n_out = ctx.ins[0], len(ctx.outs)
@@ -283,6 +286,6 @@ def _nms_shape(ctx: KernelCtx) -> str:
     return "\n".join([_nms_call(ctx, "NULL"), ds.assign(ctx, ctx.outs[0].shape[0], "n"), "return 0;"])
 
 
-@kernel("NonMaxSuppression", accepts=_float_accepts, shape_fn=_nms_shape)
+@kernel("NonMaxSuppression", types=FLOATS, accepts=_scores_accepts, shape_fn=_nms_shape)
 def nms(ctx: KernelCtx) -> str:
     return "\n".join([_nms_call(ctx, "out0"), "(void)n;", "return 0;"])

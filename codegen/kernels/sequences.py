@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from .base import KernelCtx, Operand, kernel
 from .control_flow import HEADER, describe
+from .typesets import STORABLE, STRING
 
+# element types of the tensors in sequences/optionals: copied as bytes (strings as their pointers)
+ITEM_TYPES = STORABLE | STRING
 OOM = 'return onnxc_fail(rt, ONNXC_ERR_MEMORY, "%s: out of memory", NODE_);'
 
 
@@ -38,7 +41,7 @@ def _item_from(op: Operand, var: str) -> list[str]:
             f"  {var} = onnxc_value_from_tensor(&d_); }}"]
 
 
-@kernel("SequenceEmpty", allocates=True)
+@kernel("SequenceEmpty", allocates=True, types=ITEM_TYPES, typed="out0")
 def sequence_empty(ctx: KernelCtx) -> str:
     L = _prelude(ctx)
     dt = int(ctx.node.attr("dtype", 1))
@@ -47,7 +50,7 @@ def sequence_empty(ctx: KernelCtx) -> str:
     return "\n".join(L)
 
 
-@kernel("SequenceConstruct", allocates=True)
+@kernel("SequenceConstruct", allocates=True, types=ITEM_TYPES)
 def sequence_construct(ctx: KernelCtx) -> str:
     L = _prelude(ctx)
     L += [f"onnxc_value *s = onnxc_value_new(ONNXC_SEQUENCE, {int(ctx.ins[0].dtype)}), *it = NULL;",
@@ -60,7 +63,7 @@ def sequence_construct(ctx: KernelCtx) -> str:
     return "\n".join(L)
 
 
-@kernel("SequenceInsert", allocates=True)
+@kernel("SequenceInsert", allocates=True, types=ITEM_TYPES, typed="in1")
 def sequence_insert(ctx: KernelCtx) -> str:
     L = _prelude(ctx)
     pos = ctx.ins[2] if len(ctx.ins) > 2 else None
@@ -75,7 +78,7 @@ def sequence_insert(ctx: KernelCtx) -> str:
     return "\n".join(L)
 
 
-@kernel("SequenceErase", allocates=True)
+@kernel("SequenceErase", allocates=True, types=ITEM_TYPES)
 def sequence_erase(ctx: KernelCtx) -> str:
     L = _prelude(ctx)
     pos = ctx.ins[1] if len(ctx.ins) > 1 else None
@@ -97,7 +100,7 @@ def _copy_out(var: str, expect_dtype: int, rank: int) -> list[str]:
             f"if (onnxc_desc_copy(&{var}->t, out0)) {OOM}"]
 
 
-@kernel("SequenceAt", allocates=True)
+@kernel("SequenceAt", allocates=True, types=ITEM_TYPES)
 def sequence_at(ctx: KernelCtx) -> str:
     L = _prelude(ctx)
     L += _position(ctx.ins[1], "in0->n", "0", "in0->n")
@@ -106,13 +109,13 @@ def sequence_at(ctx: KernelCtx) -> str:
     return "\n".join(L)
 
 
-@kernel("SequenceLength")
+@kernel("SequenceLength", types=ITEM_TYPES)
 def sequence_length(ctx: KernelCtx) -> str:
     ctx.helper("onnxc_value", HEADER)
     return "out0[0] = in0->n;\nreturn 0;"
 
 
-@kernel("SplitToSequence", allocates=True)
+@kernel("SplitToSequence", allocates=True, types=ITEM_TYPES)
 def split_to_sequence(ctx: KernelCtx) -> str:
     L = _prelude(ctx)
     x = ctx.ins[0]
@@ -168,7 +171,7 @@ def split_to_sequence(ctx: KernelCtx) -> str:
     return "\n".join(L)
 
 
-@kernel("ConcatFromSequence", allocates=True)
+@kernel("ConcatFromSequence", allocates=True, types=ITEM_TYPES)
 def concat_from_sequence(ctx: KernelCtx) -> str:
     L = _prelude(ctx)
     y = ctx.outs[0]
@@ -215,7 +218,7 @@ def concat_from_sequence(ctx: KernelCtx) -> str:
     return "\n".join(L)
 
 
-@kernel("Optional", allocates=True)
+@kernel("Optional", allocates=True, types=ITEM_TYPES, typed="out0")
 def optional(ctx: KernelCtx) -> str:
     L = _prelude(ctx)
     x = ctx.ins[0] if ctx.ins else None
@@ -229,7 +232,7 @@ def optional(ctx: KernelCtx) -> str:
     return "\n".join(L)
 
 
-@kernel("OptionalHasElement")
+@kernel("OptionalHasElement", types=ITEM_TYPES)
 def optional_has_element(ctx: KernelCtx) -> str:
     ctx.helper("onnxc_value", HEADER)
     x = ctx.ins[0] if ctx.ins else None
@@ -240,7 +243,7 @@ def optional_has_element(ctx: KernelCtx) -> str:
     return f"out0[0] = {x.ptr}->kind != ONNXC_NONE;\nreturn 0;"
 
 
-@kernel("OptionalGetElement", allocates=True)
+@kernel("OptionalGetElement", allocates=True, types=ITEM_TYPES)
 def optional_get_element(ctx: KernelCtx) -> str:
     L = _prelude(ctx)
     x, y = ctx.ins[0], ctx.outs[0]

@@ -15,7 +15,7 @@ from onnxc.passes.shapes.indexing import pad_mode, pad_params, slice_params
 
 from . import dynshape as ds
 from .base import KernelCtx, kernel
-from .copyutil import clit, copy, cprod, dtype_accepts, require
+from .copyutil import MOVABLE, MOVES, clit, copy, cprod
 
 PAD_SRC = """\
 /* Source index of padded position i (already shifted by the leading pad) on an axis of size d;
@@ -82,9 +82,8 @@ def slice_shape(ctx: KernelCtx) -> str:
     return "\n".join(lines)
 
 
-@kernel("Slice", accepts=dtype_accepts(0), shape_fn=slice_shape)
+@kernel("Slice", types=MOVES, shape_fn=slice_shape)
 def slice_kernel(ctx: KernelCtx) -> str:
-    require(ctx, 0)
     x, y = ctx.ins[0], ctx.outs[0]
     if x.rank == 0:
         return "out0[0] = in0[0];\nreturn 0;"
@@ -150,9 +149,8 @@ def pad_shape(ctx: KernelCtx) -> str:
     return "\n".join(lines)
 
 
-@kernel("Pad", accepts=dtype_accepts(0), shape_fn=pad_shape)
+@kernel("Pad", types=MOVABLE, shape_fn=pad_shape)
 def pad(ctx: KernelCtx) -> str:
-    require(ctx, 0)
     x, y = ctx.ins[0], ctx.outs[0]
     mode = MODES[pad_mode(ctx.node)]
     r = x.rank

@@ -2,17 +2,27 @@
 
 The input is viewed as [outer, n, inner]: opset < 13 coerces to 2-D at ``axis`` (inner = 1, n = the
 product of the trailing axes); opset >= 13 normalizes along the single axis ``axis``. With inner = 1
-each row is contiguous; otherwise the kernel walks the n rows of a block once per pass, vectorized
-across the inner positions, with per-position accumulators in a scratch buffer.
+each row is contiguous and is finished before the next one starts: its maximum, its exponentials
+with their sum, and the scaling are three vectorized loops over a row that stays in cache, so memory
+sees one read and one write per element. LogSoftmax is ``(x - max) - log(sum)``: subtracting the
+rounded ``max + log(sum)`` instead would lose the small results next to the maximum. Float rows use the row helpers of runtime_c/onnxc_vmath.h
+(``onnxc_vm_max_f32``, ``onnxc_vm_expsum_f32``, ``onnxc_vm_scale_f32``: AVX-512 intrinsics where
+available, else loops over ``onnxc_vexpf``, which vectorizes where libm's expf does not). Otherwise
+(inner > 1) the kernel walks the n rows of a block, vectorized across the inner positions, with
+per-position accumulators in a scratch buffer.
 """
 
 from __future__ import annotations
 
+from onnxc.ir import DType
 from onnxc.passes.shapes.norm import SOFTMAX_OPS, softmax_axis
 
 from . import half
 from .base import KernelCtx, kernel
-from .nncommon import FLOATS, dtype_accepts, mfn, omp_for, prod
+from .nncommon import FLOATS, mfn, omp_for, prod
+from .softmax_half import stepwise_half
+
+VMATH = '#include "onnxc_vmath.h"'
 
 
 def _view(ctx: KernelCtx) -> tuple[str, str, str]:
@@ -25,14 +35,18 @@ def _view(ctx: KernelCtx) -> tuple[str, str, str]:
     return outer, x.dims[axis], inner
 
 
-@kernel(*SOFTMAX_OPS, accepts=dtype_accepts(FLOATS | half.HALF))
+@kernel(*SOFTMAX_OPS, types=FLOATS | half.HALF)
+@stepwise_half(_view)
 @half.via_float32
 def softmax(ctx: KernelCtx) -> str:
     dt = ctx.ins[0].dtype
     op = ctx.node.op_type
     outer, n, inner = _view(ctx)
     T = dt.c
-    ex, lg = mfn("exp", dt), mfn("log", dt)
+    ctx.helper("vmath", VMATH)
+    ex = "onnxc_vexpf" if dt == DType.FLOAT else "exp"
+    simd = "ONNXC_VM_SIMD" if dt == DType.FLOAT else "#pragma omp simd"  # loops computing exp
+    lg = mfn("log", dt)
     head = [f"const int64_t O = {outer}, L = {n}, I = {inner};", "(void)I;"]
     if inner == "1":
         body = [omp_for("O * L"),
@@ -45,21 +59,31 @@ def softmax(ctx: KernelCtx) -> str:
                      "    for (int64_t j = 1; j < L; j++) if (x[j] > x[at]) at = j;",
                      "    for (int64_t j = 0; j < L; j++) y[j] = 0;",
                      "    y[at] = 1;"]
+        elif dt == DType.FLOAT:  # the row helpers of runtime_c/onnxc_vmath.h (AVX-512 intrinsics there)
+            body += ["    const float m = onnxc_vm_max_f32(x, L);"]
+            if op == "Softmax":
+                body += ["    onnxc_vm_scale_f32(y, 1 / onnxc_vm_expsum_f32(x, m, y, L), L);"]
+            else:
+                body += ["    const float ls = logf(onnxc_vm_expsum_f32(x, m, NULL, L));",
+                         "#pragma omp simd",
+                         "    for (int64_t j = 0; j < L; j++) y[j] = (x[j] - m) - ls;"]
         else:
             body += [f"    {T} m = x[0];",
                      "#pragma omp simd reduction(max : m)",
                      "    for (int64_t j = 0; j < L; j++) m = x[j] > m ? x[j] : m;",
                      f"    {T} s = 0;"]
             if op == "Softmax":
-                body += ["    for (int64_t j = 0; j < L; j++) { y[j] = " + ex + "(x[j] - m); s += y[j]; }",
+                body += ["#pragma omp simd reduction(+ : s)",
+                         f"    for (int64_t j = 0; j < L; j++) {{ const {T} e = {ex}(x[j] - m); y[j] = e; s += e; }}",
                          f"    const {T} inv = 1 / s;",
                          "#pragma omp simd",
                          "    for (int64_t j = 0; j < L; j++) y[j] *= inv;"]
             else:
-                body += [f"    for (int64_t j = 0; j < L; j++) s += {ex}(x[j] - m);",
-                         f"    const {T} lse = m + {lg}(s);",
+                body += ["#pragma omp simd reduction(+ : s)",
+                         f"    for (int64_t j = 0; j < L; j++) s += {ex}(x[j] - m);",
+                         f"    const {T} ls = {lg}(s);",
                          "#pragma omp simd",
-                         "    for (int64_t j = 0; j < L; j++) y[j] = x[j] - lse;"]
+                         "    for (int64_t j = 0; j < L; j++) y[j] = (x[j] - m) - ls;"]
         body.append("}")
         return "\n".join(head + body + ["return 0;"])
     # strided: blocks of [L, I]; accumulators across the I positions
@@ -82,6 +106,7 @@ def softmax(ctx: KernelCtx) -> str:
                  "#pragma omp simd",
                  "        for (int64_t i = 0; i < I; i++) mx[i] = x[k * I + i] > mx[i] ? x[k * I + i] : mx[i];",
                  "    for (int64_t k = 0; k < L; k++)",
+                 simd,
                  "        for (int64_t i = 0; i < I; i++) {",
                  f"            const {T} e = {ex}(x[k * I + i] - mx[i]);",
                  "            sm[i] += e;"
@@ -93,9 +118,9 @@ def softmax(ctx: KernelCtx) -> str:
                      "#pragma omp simd",
                      "        for (int64_t i = 0; i < I; i++) y[k * I + i] *= sm[i];"]
         else:
-            body += [f"    for (int64_t i = 0; i < I; i++) sm[i] = mx[i] + {lg}(sm[i]);",
+            body += [f"    for (int64_t i = 0; i < I; i++) sm[i] = {lg}(sm[i]);",
                      "    for (int64_t k = 0; k < L; k++)",
                      "#pragma omp simd",
-                     "        for (int64_t i = 0; i < I; i++) y[k * I + i] = x[k * I + i] - sm[i];"]
+                     "        for (int64_t i = 0; i < I; i++) y[k * I + i] = (x[k * I + i] - mx[i]) - sm[i];"]
     body += ["}", "free(acc);"]
     return "\n".join(head + body + ["return 0;"])

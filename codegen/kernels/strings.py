@@ -28,6 +28,7 @@ from . import elementwise  # noqa: F401  (registers the numeric Equal that the s
 from .base import KERNELS, KernelCtx, kernel
 from .ctables import str_lit, table
 from .re2_posix import translate
+from .typesets import STRING
 
 
 def include(ctx: KernelCtx) -> None:
@@ -94,7 +95,8 @@ def _equal_accepts(node: Node) -> str | None:
     return _NUMERIC_EQUAL.accepts(node) if _NUMERIC_EQUAL.accepts else None
 
 
-@kernel("Equal", accepts=_equal_accepts)
+# Equal keeps one registration: this kernel, declaring the numeric kernel's types plus string
+@kernel("Equal", types=_NUMERIC_EQUAL.types | STRING, typed=_NUMERIC_EQUAL.typed, accepts=_equal_accepts)
 def equal(ctx: KernelCtx) -> str:
     if ctx.ins[0].dtype != DType.STRING:
         return _NUMERIC_EQUAL.fn(ctx)
@@ -103,7 +105,7 @@ def equal(ctx: KernelCtx) -> str:
 
 # -- StringConcat ---------------------------------------------------------------------------------
 
-@kernel("StringConcat")
+@kernel("StringConcat", types=STRING)
 def string_concat(ctx: KernelCtx) -> str:
     include(ctx)
     body = ("{ const char *a_ = in0[o0], *b_ = in1[o1];\n"
@@ -128,7 +130,7 @@ def _regex_accepts(node: Node) -> str | None:
     return None
 
 
-@kernel("RegexFullMatch", accepts=_regex_accepts)
+@kernel("RegexFullMatch", types=STRING, accepts=_regex_accepts)
 def regex_full_match(ctx: KernelCtx) -> str:
     tr = translate(ctx.attr("pattern"))
     ctx.helper("regex_h", "#include <regex.h>")
@@ -199,7 +201,7 @@ def _split_shape(ctx: KernelCtx) -> str:
                       "if (c_ > m_) m_ = c_;", "}", ds.bind(ctx, 0, [*ctx.outs[0].dims[:-1], "m_"]), "return 0;"])
 
 
-@kernel("StringSplit", shape_fn=_split_shape)
+@kernel("StringSplit", shape_fn=_split_shape, types=STRING)
 def string_split(ctx: KernelCtx) -> str:
     m = ctx.outs[0].dims[-1]
     return "\n".join([
@@ -250,7 +252,7 @@ def _normalizer_shape(ctx: KernelCtx) -> str:
                       "return 0;"])
 
 
-@kernel("StringNormalizer", shape_fn=_normalizer_shape)
+@kernel("StringNormalizer", shape_fn=_normalizer_shape, types=STRING)
 def string_normalizer(ctx: KernelCtx) -> str:
     lines, stop = _normalizer_setup(ctx)
     action = normalizer_args(ctx.node)[0]

@@ -72,7 +72,7 @@ def _accepts(node: Node) -> str | None:
     return None
 
 
-@kernel("TfIdfVectorizer", accepts=_accepts)
+@kernel("TfIdfVectorizer", types={DType.STRING, DType.INT32, DType.INT64}, accepts=_accepts)
 def tfidf(ctx: KernelCtx) -> str:
     node, x = ctx.node, ctx.ins[0]
     trie, _ = build_trie(node)

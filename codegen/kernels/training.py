@@ -13,7 +13,7 @@ from onnxc.passes.shapes.training import TRAINING_DOMAIN, momentum_mode, tensor_
 
 from . import dynshape as ds
 from .base import KernelCtx, kernel
-from .nncommon import omp_for, prod
+from .nncommon import FLOATS, omp_for, prod
 
 
 def _attr(ctx: KernelCtx, name: str, default: float | None = None) -> str:
@@ -41,7 +41,7 @@ def _optimizer(ctx: KernelCtx, prologue: list[str], reads: list[str], body: list
     return "\n".join(lines)
 
 
-@kernel("Adagrad", domain=TRAINING_DOMAIN)
+@kernel("Adagrad", domain=TRAINING_DOMAIN, types=FLOATS, typed="in2")  # the optimized tensors
 def adagrad(ctx: KernelCtx) -> str:
     nc, decay, eps = _attr(ctx, "norm_coefficient", 0.0), _attr(ctx, "decay_factor", 0.0), _attr(ctx, "epsilon", 1e-6)
     return _optimizer(
@@ -51,7 +51,7 @@ def adagrad(ctx: KernelCtx) -> str:
         ["xn", "hn"])
 
 
-@kernel("Adam", domain=TRAINING_DOMAIN)
+@kernel("Adam", domain=TRAINING_DOMAIN, types=FLOATS, typed="in2")  # the optimized tensors
 def adam(ctx: KernelCtx) -> str:
     alpha, beta = _attr(ctx, "alpha", 0.9), _attr(ctx, "beta", 0.999)
     eps, nc, ncp = _attr(ctx, "epsilon", 1e-6), _attr(ctx, "norm_coefficient", 0.0), \
@@ -67,7 +67,7 @@ def adam(ctx: KernelCtx) -> str:
         [f"(1.0 - {ncp}) * xn", "vn", "hn"])
 
 
-@kernel("Momentum", domain=TRAINING_DOMAIN)
+@kernel("Momentum", domain=TRAINING_DOMAIN, types=FLOATS, typed="in2")  # the optimized tensors
 def momentum(ctx: KernelCtx) -> str:
     alpha, beta, nc = _attr(ctx, "alpha"), _attr(ctx, "beta"), _attr(ctx, "norm_coefficient")
     step = "gr + a * vn" if momentum_mode(ctx.node) == "nesterov" else "vn"

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from onnxc.ir import Node, ShapeError
+from onnxc.ir import DType, Node, ShapeError
 from onnxc.passes.shapes.ml import ML, tree_targets
 
 from ..templating import c_string
@@ -201,7 +201,7 @@ def _post(post: int, t: int) -> list[str]:
     return []
 
 
-@kernel("TreeEnsemble", domain=ML, accepts=_accepts)
+@kernel("TreeEnsemble", domain=ML, types={DType.FLOAT, DType.DOUBLE, DType.FLOAT16}, accepts=_accepts)
 def tree_ensemble(ctx: KernelCtx) -> str:
     f = forest(ctx.node)
     x, y = ctx.ins[0], ctx.outs[0]

@@ -5,10 +5,12 @@ from . import (  # noqa: F401
     attention,
     flex_attention,
     generators,
+    gradient,
     linear_attention,
     losses,
     norms,
     quantize,
+    recurrent,
     rotary,
     sequence_conv,
 )

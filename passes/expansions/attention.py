@@ -22,11 +22,11 @@ import math
 
 from onnxc.ir import Dim, DType, Value, as_dim
 
-from .builder import FLOATS, Builder
+from .builder import ALL_FLOATS, Builder
 from .registry import expansion
 
-MASK_TYPES = (DType.BOOL, DType.FLOAT, DType.DOUBLE, DType.UINT8, DType.UINT16, DType.UINT32, DType.UINT64,
-              DType.INT8, DType.INT16, DType.INT32, DType.INT64)
+MASK_TYPES = (DType.BOOL, DType.FLOAT, DType.DOUBLE, DType.FLOAT16, DType.BFLOAT16, DType.UINT8, DType.UINT16,
+              DType.UINT32, DType.UINT64, DType.INT8, DType.INT16, DType.INT32, DType.INT64)
 
 
 def _heads(b: Builder, rank: int) -> tuple[int, int]:
@@ -140,9 +140,12 @@ def _structural_bias(b: Builder, dt: DType, q_len: Value, total: Value, past: Va
 @expansion("Attention", versions=(23, 10**9))
 def attention(b: Builder) -> None:
     version = b.node.version
-    b.require_types([0, 1, 2, 4, 5], FLOATS)
+    b.require_types([0, 1, 2, 4, 5], ALL_FLOATS)
     dt = b.dtype(0)
-    for i in (1, 2, 4, 5):
+    for i in (1, 4):  # type T1, like Q
+        if b.input(i) is not None and b.dtype(i) != dt:
+            raise b.fail(f"input {i} has element type {b.dtype(i).short}, Q has {dt.short}; they must match")
+    for i in (2, 5):  # type T2 (V) may differ from T1
         if b.input(i) is not None and b.dtype(i) != dt:
             raise b.unsupported(f"input {i} has element type {b.dtype(i).short}, Q has {dt.short}; "
                                 "mixed types are not supported yet")
@@ -210,8 +213,9 @@ def attention(b: Builder) -> None:
     precision = b.attr("softmax_precision")
     work = dt
     if precision is not None and precision != int(dt):
-        if precision not in (int(DType.FLOAT), int(DType.DOUBLE)):
-            raise b.unsupported(f"softmax_precision {precision} is not supported yet (1: float, 11: double)")
+        if precision not in tuple(int(t) for t in ALL_FLOATS):
+            raise b.fail(f"softmax_precision must be 1 (float), 10 (float16), 11 (double) or 16 (bfloat16), "
+                         f"got {precision}")
         work = DType(precision)
     probs = b.op("Softmax", scores if work == dt else b.cast(scores, work), axis=-1, tag="probs")
     if work != dt:

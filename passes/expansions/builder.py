@@ -14,9 +14,11 @@ from collections.abc import Sequence
 import numpy as np
 
 from onnxc.ir import Attr, Dim, DType, Node, ShapeError, TensorType, UnsupportedOpError, Value
+from onnxc.passes.shapes.cast import float_to_bfloat16
 
 FLOOR_OPSET = 18
 FLOATS = (DType.FLOAT, DType.DOUBLE)
+ALL_FLOATS = (DType.FLOAT, DType.DOUBLE, DType.FLOAT16, DType.BFLOAT16)  # with the emulated half types
 
 
 def make_attr(name: str, value) -> Attr:
@@ -127,7 +129,11 @@ class Builder:
         return self.graph.constant(np.asarray(array), name=self.graph.fresh_name(f"{self.base}_{tag}"))
 
     def scalar(self, value, dtype: DType) -> Value:
-        """A 0-d constant of ``dtype``."""
+        """A 0-d constant of ``dtype`` (bfloat16: the value rounded, stored as its bit pattern)."""
+        if dtype == DType.BFLOAT16:
+            bits = float_to_bfloat16(np.array(value, np.float32)).reshape(())
+            name = self.graph.fresh_name(f"{self.base}_const")
+            return self.graph.add_initializer(Value(name, TensorType(dtype, ()), const=bits))
         return self.const(np.array(value, dtype=dtype.np))
 
     def ints(self, values: Sequence[int]) -> Value:

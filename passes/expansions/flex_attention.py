@@ -1,20 +1,20 @@
 """FlexAttention (ai.onnx.preview 1): scaled dot-product attention on rank-4 inputs with optional
 ``score_mod`` / ``prob_mod`` subgraphs applied to the scores and to the probabilities.
 
-Scores and probabilities are in the softmax precision (float for float inputs, double for double,
-or ``softmax_precision``); each modifier subgraph is inlined on them: its nodes are copied with
+Scores and probabilities are in the softmax precision (``softmax_precision``, else float for
+float/float16/bfloat16 inputs and double for double); each modifier subgraph is inlined on them: its nodes are copied with
 fresh values, its initializers become constants, and values it reads from enclosing scopes stay
 shared. Grouped query heads read K/V head h // (Hq / Hkv), as in Attention.
 """
 
 from __future__ import annotations
 
-import math
+import numpy as np
 
 from onnxc.ir import DType, Graph, Node, Value
 
 from .attention import grouped_matmul
-from .builder import FLOATS, Builder
+from .builder import ALL_FLOATS, Builder
 from .registry import expansion
 
 
@@ -41,7 +41,7 @@ def inline_modifier(b: Builder, g: Graph, x: Value, what: str) -> Value:
 
 @expansion("FlexAttention", domain="ai.onnx.preview", versions=(1, 10**9))
 def flex_attention(b: Builder) -> None:
-    b.require_types([0, 1, 2], FLOATS)
+    b.require_types([0, 1, 2], ALL_FLOATS)
     dt = b.dtype(0)
     shapes = [b.shape(i) for i in range(3)]
     if any(len(s) != 4 for s in shapes) or b.dtype(1) != dt or b.dtype(2) != dt:
@@ -55,13 +55,18 @@ def flex_attention(b: Builder) -> None:
     if scale is None:
         if not isinstance(shapes[0][3], int):
             raise b.unsupported("the head size must be static when scale is not given")
-        scale = 1.0 / math.sqrt(shapes[0][3])
+        scale = np.float32(1) / np.sqrt(np.float32(shapes[0][3]))
     precision = b.attr("softmax_precision")
-    work = dt if precision is None else DType(precision)
-    if work not in FLOATS:
-        raise b.unsupported(f"softmax_precision {precision} is not supported yet (1: float, 11: double)")
+    if precision is None:
+        work = DType.DOUBLE if dt == DType.DOUBLE else DType.FLOAT
+    elif precision in tuple(int(t) for t in ALL_FLOATS):
+        work = DType(precision)
+    else:
+        raise b.fail(f"softmax_precision must be 1 (float), 10 (float16), 11 (double) or 16 (bfloat16), "
+                     f"got {precision}")
 
-    root = b.scalar(math.sqrt(float(scale)), dt)
+    # as the function body: sqrt(scale) in float32, cast to the input type
+    root = b.scalar(float(np.sqrt(np.float32(scale))), dt)
     kt = b.transpose(b.op("Mul", b.input(1), root), [0, 1, 3, 2])
     scores = grouped_matmul(b, b.op("Mul", b.input(0), root), kt, qh, kvh, "scores")
     if work != dt:

@@ -11,6 +11,10 @@ it when T is static and at most MAX_STEPS (decode steps and short prefills). Per
 
 and the output is ``scale`` times the concatenated o_t. The first token without a past state starts
 from zeros, which the expansion folds away instead of materializing a zero state.
+
+As in the reference, the recurrence runs in float32 whatever the input types (float16/bfloat16
+inputs are widened first); the output is rounded to the query's type and the present state to the
+past state's type (the query's when there is no past state).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from .builder import Builder
 from .registry import expansion
 
 RULES = ("linear", "gated", "delta", "gated_delta")
+TYPES = (DType.FLOAT, DType.FLOAT16, DType.BFLOAT16)
 MAX_STEPS = 64
 
 
@@ -31,13 +36,26 @@ def _to_4d(b: Builder, x: Value, heads: int) -> Value:
     return b.transpose(b.reshape(x, [0, 0, heads, -1]), [0, 2, 1, 3])
 
 
+def _widen(b: Builder, x: Value | None) -> Value | None:
+    """``x`` as float32 (the recurrence's precision)."""
+    if x is None or x.type.dtype == DType.FLOAT:
+        return x
+    return b.cast(x, DType.FLOAT)
+
+
 def _step(b: Builder, x: Value, t: int, axis: int) -> Value:
     return b.slice(x, [t], [t + 1], [axis])
 
 
 @expansion("LinearAttention", versions=(27, 10**9))
 def linear_attention(b: Builder) -> None:
-    b.require_types([0, 1, 2, 3, 4, 5], (DType.FLOAT,))
+    b.require_types([0, 1, 2, 3, 4, 5], TYPES)
+    out_dt = b.dtype(0)
+    for i in (1, 2, 4, 5):
+        if b.input(i) is not None and b.dtype(i) != out_dt:
+            raise b.fail(f"input {i} has element type {b.dtype(i).short}, query has {out_dt.short}; "
+                         "query, key, value, decay and beta share one type")
+    state_dt = b.dtype(3) if b.input(3) is not None else out_dt
     rule = b.attr("update_rule", "gated_delta")
     if rule not in RULES:
         raise b.fail(f"update_rule must be one of {', '.join(RULES)}, got {rule!r}")
@@ -45,7 +63,7 @@ def linear_attention(b: Builder) -> None:
     if not qh or not kvh or qh <= 0 or kvh <= 0 or qh % kvh:
         raise b.fail(f"q_num_heads ({qh}) must be a positive multiple of kv_num_heads ({kvh}); both are required")
     gated, delta = rule in ("gated", "gated_delta"), rule in ("delta", "gated_delta")
-    past, decay, beta = b.input(3), b.input(4), b.input(5)
+    past, decay, beta = (_widen(b, b.input(i)) for i in (3, 4, 5))
     for present, needed, name in ((decay, gated, "decay"), (beta, delta, "beta")):
         if needed and present is None:
             raise b.fail(f"update_rule {rule!r} requires the {name} input")
@@ -64,10 +82,11 @@ def linear_attention(b: Builder) -> None:
     dk, dv, group = qd // qh, vd // kvh, qh // kvh
     scale = b.attr("scale", 0.0) or 1.0 / math.sqrt(dk)
 
-    q = _to_4d(b, b.input(0), qh)                                        # (B, Hq, T, dk)
-    kt = b.transpose(b.reshape(b.input(1), [0, 0, kvh, -1]), [0, 2, 3, 1])  # (B, Hkv, dk, T)
-    k = _to_4d(b, b.input(1), kvh) if delta else None                    # (B, Hkv, T, dk)
-    v = _to_4d(b, b.input(2), kvh)                                       # (B, Hkv, T, dv)
+    query, key, value = (_widen(b, b.input(i)) for i in (0, 1, 2))
+    q = _to_4d(b, query, qh)                                             # (B, Hq, T, dk)
+    kt = b.transpose(b.reshape(key, [0, 0, kvh, -1]), [0, 2, 3, 1])      # (B, Hkv, dk, T)
+    k = _to_4d(b, key, kvh) if delta else None                           # (B, Hkv, T, dk)
+    v = _to_4d(b, value, kvh)                                            # (B, Hkv, T, dv)
     if gated:  # exp(decay) as (B, Hkv, dk or 1, T): scales the rows of S
         ds = b.shape(4)
         per_dim = ds[-1] != kvh
@@ -97,6 +116,13 @@ def linear_attention(b: Builder) -> None:
         outs.append(b.reshape(b.op("MatMul", q_t, state), [0, qh, 1, dv]))
     o = outs[0] if len(outs) == 1 else b.op("Concat", *outs, axis=2)
     o = b.op("Mul", o, b.scalar(scale, DType.FLOAT))
-    b.reshape(b.transpose(o, [0, 2, 1, 3]), [0, 0, -1], out=b.output(0))
+    o = b.transpose(o, [0, 2, 1, 3])
+    if out_dt == DType.FLOAT:
+        b.reshape(o, [0, 0, -1], out=b.output(0))
+    else:
+        b.cast(b.reshape(o, [0, 0, -1]), out_dt, out=b.output(0))
     if b.output(1) is not None:
-        b.identity(state, b.output(1))
+        if state_dt == DType.FLOAT:
+            b.identity(state, b.output(1))
+        else:
+            b.cast(state, state_dt, out=b.output(1))

@@ -7,7 +7,7 @@ are the present state. The activation ``silu``/``swish`` is Swish with alpha 1.
 
 from __future__ import annotations
 
-from .builder import FLOATS, Builder
+from .builder import ALL_FLOATS, Builder
 from .registry import expansion
 
 ACTIVATIONS = ("none", "silu", "swish")
@@ -16,7 +16,7 @@ END = 2**62  # a Slice end past any real length
 
 @expansion("CausalConvWithState", versions=(27, 10**9))
 def causal_conv_with_state(b: Builder) -> None:
-    b.require_types([0, 1, 2, 3], FLOATS)
+    b.require_types([0, 1, 2, 3], ALL_FLOATS)
     act = b.attr("activation", "none")
     if act not in ACTIVATIONS:
         raise b.fail(f"activation must be one of {', '.join(ACTIVATIONS)}, got {act!r}")

@@ -4,14 +4,26 @@ from . import (  # noqa: F401
     cast,
     control_flow,
     conv,  # noqa: F401
+    einsum,  # noqa: F401
     elementwise,
+    fused,  # noqa: F401
+    image,  # noqa: F401
     indexing,
     matmul,  # noqa: F401
+    misc_nn,  # noqa: F401
+    ml,  # noqa: F401
     movement,
     norm,  # noqa: F401
     pool,  # noqa: F401
+    quant,  # noqa: F401
+    random,  # noqa: F401
+    recurrent,  # noqa: F401
     reduce,
+    resize,  # noqa: F401
     select,
     sequences,
     shape_ops,
+    signal,  # noqa: F401
+    training,  # noqa: F401
+    strings,  # noqa: F401
 )

@@ -6,6 +6,7 @@ import numpy as np
 
 from onnxc.ir import Dim, Node, TensorType
 from onnxc.ir.dims import is_static
+from onnxc.ir.types import EMULATED_FLOATS
 
 from .common import broadcast_dims, fail, shape_of, tensor_type
 from .registry import fold_rule, shape_rule
@@ -66,13 +67,23 @@ def _gemm(node: Node) -> list:
     return [TensorType(t.dtype, (m, n))]
 
 
+def _emulated(node: Node) -> bool:
+    """float16/bfloat16 (bit-pattern storage) are left to the kernel, which rounds like the reference."""
+    t = node.inputs[0].type
+    return isinstance(t, TensorType) and t.dtype in EMULATED_FLOATS
+
+
 @fold_rule("MatMul")
-def _fold_matmul(node: Node, xs: list) -> list:
+def _fold_matmul(node: Node, xs: list) -> list | None:
+    if _emulated(node):
+        return None
     return [np.matmul(xs[0], xs[1]).astype(xs[0].dtype)]
 
 
 @fold_rule("Gemm")
-def _fold_gemm(node: Node, xs: list) -> list:
+def _fold_gemm(node: Node, xs: list) -> list | None:
+    if _emulated(node):
+        return None
     a, b = xs[0], xs[1]
     if node.attr("transA", 0):
         a = a.T

@@ -255,10 +255,7 @@ def dropout_ratio_is_zero(node: Node) -> bool:
 
 @shape_rule("Dropout")
 def _dropout(node: Node) -> list:
-    t = tensor_type(node, 0)
-    if dropout_training(node) is not False and not dropout_ratio_is_zero(node):
-        raise _unsupported(node, "training-mode Dropout (random masks) is not supported: training_mode must be "
-                                 "absent or a constant false (export the model for inference)")
+    t = tensor_type(node, 0)  # training mode: codegen/kernels/random.py (dropout_training)
     types = [TensorType(t.dtype, t.shape)]
     if len(node.outputs) > 1:
         types.append(TensorType(DType.BOOL if node.version >= 10 else t.dtype, t.shape))
@@ -266,7 +263,9 @@ def _dropout(node: Node) -> list:
 
 
 @fold_rule("Dropout")
-def _fold_dropout(node: Node, xs: list) -> list:
+def _fold_dropout(node: Node, xs: list) -> list | None:
+    if dropout_training(node) is not False and not dropout_ratio_is_zero(node):
+        return None  # random masks: drawn at run time
     outs = [xs[0]]
     if len(node.outputs) > 1:
         outs.append(np.ones(xs[0].shape, dtype=node.outputs[1].type.dtype.np))

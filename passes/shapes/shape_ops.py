@@ -24,6 +24,7 @@ import numpy as np
 from onnxc.ir import Attr, Dim, DType, Node, TensorType, UnsupportedOpError, Value, dtype_from_numpy
 from onnxc.ir.dims import Fn, Sym, as_dim, ceildiv, dmax, free_symbols
 
+from .cast import cast_array, half_to_float
 from .common import fail, runtime_dim, shape_of, sym_ints, tensor_type
 from .registry import fold_rule, shape_rule
 
@@ -286,21 +287,39 @@ def _fold_constant_of_shape(node: Node, xs: list) -> list:
 
 # -- Range ----------------------------------------------------------------------------------------
 
+HALF_RANGE = (DType.FLOAT16, DType.BFLOAT16)  # Range-27 computes these in its stash_type
+
+
+def range_stash(node: Node) -> DType:
+    """The type a float16/bfloat16 Range computes in: ``stash_type`` (float by default, or double)."""
+    stash = int(node.attr("stash_type", int(DType.FLOAT)))
+    if stash not in (int(DType.FLOAT), int(DType.DOUBLE)):
+        raise fail(node, f"stash_type must be 1 (float) or 11 (double), got {stash}")
+    return DType(stash)
+
+
+def _range_values(node: Node, xs: list) -> list:
+    """start, limit, delta as numpy scalars (half types widened to float32 exactly)."""
+    dt = node.inputs[0].type.dtype
+    return [half_to_float(np.asarray(x), dt).reshape(-1)[0] for x in xs]
+
+
 def range_length(node: Node) -> Dim:
     """Element count of Range: max(ceil((limit - start) / delta), 0), symbolic for int inputs, a run-time
     dimension variable when the inputs are known only at run time."""
     ins = [node.input(i) for i in range(3)]
     if any(v is None for v in ins):
         raise fail(node, "start, limit and delta are required")
+    is_float = ins[0].type.dtype.is_float
     if all(v.const is not None for v in ins):
-        start, limit, delta = (np.asarray(v.const).reshape(-1)[0] for v in ins)
+        start, limit, delta = _range_values(node, [v.const for v in ins])
         if delta == 0:
             raise fail(node, "delta must not be zero")
-        if np.asarray(ins[0].const).dtype.kind == "f":
+        if is_float:
             return max(int(math.ceil((float(limit) - float(start)) / float(delta))), 0)
         return max(-((int(start) - int(limit)) // int(delta)), 0)
     names = ("start", "limit", "delta")
-    if np.dtype(ins[0].type.dtype.np).kind == "f" or any(v.const is None and sym_ints(v) is None for v in ins):
+    if is_float or any(v.const is None and sym_ints(v) is None for v in ins):
         return runtime_dim(node, 0, 0)
     start, limit, delta = (scalar_input(node, i, n) for i, n in enumerate(names))
     if not isinstance(delta, int):
@@ -318,6 +337,8 @@ def _range(node: Node) -> list:
         if tensor_type(node, i).dtype != t.dtype:
             raise fail(node, f"start, limit and delta must share one type, got {t.dtype.short} and "
                              f"{tensor_type(node, i).dtype.short}")
+    if t.dtype in HALF_RANGE:
+        range_stash(node)  # validated up front
     n = range_length(node)
     if t.dtype.is_int and isinstance(n, int) and n <= MAX_SYM:
         start, delta = sym_ints(node.input(0)), sym_ints(node.input(2))
@@ -328,9 +349,15 @@ def _range(node: Node) -> list:
 
 @fold_rule("Range")
 def _fold_range(node: Node, xs: list) -> list:
-    start, _limit, delta = (np.asarray(x).reshape(-1)[0] for x in xs)
+    start, _limit, delta = _range_values(node, xs)
     n = range_length(node)
     k = np.arange(n, dtype=np.int64)
+    dt = node.inputs[0].type.dtype
+    if dt in HALF_RANGE:  # like the kernel: start + k * delta in the stash type, rounded to dt
+        st = range_stash(node).np
+        with np.errstate(all="ignore"):
+            values = st.type(start) + k.astype(st) * st.type(delta)
+        return [cast_array(values, dt) if dt == DType.BFLOAT16 else values.astype(np.float16)]
     if xs[0].dtype.kind == "f":  # like the kernel and the reference (numpy arange): in double
         return [(float(start) + k.astype(np.float64) * float(delta)).astype(xs[0].dtype)]
     return [(start + k.astype(start.dtype) * delta).astype(xs[0].dtype)]

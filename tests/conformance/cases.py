@@ -305,3 +305,74 @@ def bounded(name: str, seconds: float = TIMEOUT) -> Iterator[None]:
         if alarm:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, old)
+
+
+# ------------------------------------------------------------------------------------ random outputs
+
+# Ops whose outputs the spec defines only in distribution: the generator is the implementation's.
+RANDOM_OPS = frozenset({"Bernoulli", "Multinomial", "RandomNormal", "RandomNormalLike", "RandomUniform",
+                        "RandomUniformLike"})
+
+
+def random_nodes(model: onnx.ModelProto) -> list[onnx.NodeProto]:
+    """Nodes of the main graph that draw random values: the random generators, and Dropout given a
+    training_mode input (random masks when it is true at run time)."""
+    return [n for n in model.graph.node if n.domain in ("", "ai.onnx") and (
+        n.op_type in RANDOM_OPS or n.op_type == "Dropout" and len(n.input) > 2 and n.input[2])]
+
+
+def is_seeded(node: onnx.NodeProto) -> bool:
+    return any(a.name == "seed" for a in node.attribute)
+
+
+def _support(node: onnx.NodeProto, feeds: dict) -> tuple[float, float, bool] | None:
+    """(low, high, integral) bounds a random node's first output must satisfy whatever was drawn, or
+    None when the spec bounds it no further than shape and type (normals, Dropout)."""
+    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+    if node.op_type == "Bernoulli":
+        return 0.0, 1.0, True
+    if node.op_type in ("RandomUniform", "RandomUniformLike"):
+        return float(attrs.get("low", 0.0)), float(attrs.get("high", 1.0)), False
+    if node.op_type == "Multinomial":
+        x = feeds.get(node.input[0])
+        return 0.0, float(x.shape[1] - 1) if x is not None else float("inf"), True
+    return None
+
+
+def check_random_outputs(got: dict, want: list, model: onnx.ModelProto, feeds: dict) -> None:
+    """Value-independent checks of a case with random outputs: every output has the expected dtype and
+    shape; outputs of a random node lie in the support the spec gives its distribution; outputs
+    computed from random values lie within the range of the expected values (integral where those
+    are). Raises AssertionError naming the output."""
+    names = [o.name for o in model.graph.output]
+    assert list(got) == names, f"output names {list(got)}, expected {names}"
+    producer = {o: n for n in model.graph.node for o in n.output}
+    for name, w in zip(names, want):
+        w = np.asarray(normalize(w))
+        g = got[name]
+        what = f"output {name!r}"
+        assert isinstance(g, np.ndarray), f"{what}: expected an array, got {type(g).__name__}"
+        assert g.dtype == w.dtype and g.shape == w.shape, f"{what}: got {_desc(g)}, expected {_desc(w)}"
+        if g.size == 0 or g.dtype.kind == "b":
+            continue
+        gv, wv = g.astype(np.float64), w.astype(np.float64)
+        node = producer.get(name)
+        bounds = _support(node, feeds) if node is not None and node.op_type in RANDOM_OPS else None
+        if node is not None and node.op_type in RANDOM_OPS and bounds is None:
+            assert np.all(np.isfinite(gv)), f"{what}: non-finite random values"
+            continue
+        if bounds is None:
+            bounds = (float(np.nanmin(wv)), float(np.nanmax(wv)), bool(np.all(wv[~np.isnan(wv)] % 1 == 0)))
+        lo, hi, integral = bounds
+        assert not np.any(np.isnan(gv)), f"{what}: NaN among the random values"
+        assert np.all((gv >= lo) & (gv <= hi)), \
+            f"{what}: values in [{gv.min():g}, {gv.max():g}], outside the support [{lo:g}, {hi:g}]"
+        if integral:
+            assert np.all(gv % 1 == 0), f"{what}: non-integral values where only integers can occur"
+
+
+def reference_outputs(model: onnx.ModelProto, feeds: dict) -> list:
+    """onnx.reference's outputs: for seeded random nodes, numpy ``RandomState(seed)`` draws."""
+    from onnx.reference import ReferenceEvaluator
+
+    return ReferenceEvaluator(model).run(None, feeds)

@@ -17,14 +17,18 @@ import onnxc
 from .cases import (
     THREADS,
     bounded,
+    check_random_outputs,
     compare_outputs,
     data_sets,
     expose_logits,
+    is_seeded,
     model_cases,
     node_cases,
     normalize,
     onnxruntime_outputs,
     random_feeds,
+    random_nodes,
+    reference_outputs,
     runtime_inputs,
 )
 from .plugin import one_line
@@ -49,6 +53,39 @@ def run_and_compare(compiled: onnxc.CompiledModel, model: onnx.ModelProto, input
     feeds = dict(zip(names, (normalize(x) for x in inputs)))
     got = compiled.run(feeds)
     compare_outputs(got, outputs, [o.name for o in model.graph.output], rtol, atol)
+
+
+RANDOM_UNSEEDED = "random output without seed: checked value-independently (shape, dtype, range)"
+RANDOM_OTHER_DRAWS = ("seeded random output: equal to onnx.reference's draws for the seed, but the expected values "
+                      "come from another generator state: checked value-independently (shape, dtype, range)")
+
+
+def run_random_case(compiled: onnxc.CompiledModel, case) -> None:
+    """A case with random outputs, which the spec defines only in distribution. Every data set gets the
+    value-independent checks. Values are compared only when every random node is seeded: onnxc must
+    then reproduce onnx.reference's draws (the same generator, numpy's RandomState(seed)), and
+    the expected data as well unless those were drawn from another generator state. Unseeded cases and
+    cases whose expected data no seeded draw reproduces end as expected failures saying so."""
+    model = case.model
+    seeded = all(is_seeded(n) for n in random_nodes(model))
+    names = [i.name for i in runtime_inputs(model)]
+    out_names = [o.name for o in model.graph.output]
+    other_draws = False
+    for inputs, outputs in case.data_sets:
+        feeds = dict(zip(names, (normalize(x) for x in inputs)))
+        got = compiled.run(feeds)
+        check_random_outputs(got, outputs, model, feeds)
+        if not seeded:
+            continue
+        compare_outputs(got, reference_outputs(model, feeds), out_names, case.rtol, case.atol)
+        try:
+            compare_outputs(got, outputs, out_names, case.rtol, case.atol)
+        except AssertionError:
+            other_draws = True
+    if not seeded:
+        pytest.xfail(RANDOM_UNSEEDED)
+    if other_draws:
+        pytest.xfail(RANDOM_OTHER_DRAWS)
 
 
 # Model cases first: the light models are the slowest, so xdist spreads them early.
@@ -79,5 +116,13 @@ def test_node_case(name: str, request: pytest.FixtureRequest) -> None:
     case = node_cases()[name]
     with bounded(name):
         compiled = compile_or_xfail(case.model, request)
+        if random_nodes(case.model):
+            run_random_case(compiled, case)
+            return
         for inputs, outputs in case.data_sets:
-            run_and_compare(compiled, case.model, inputs, outputs, case.rtol, case.atol)
+            try:
+                run_and_compare(compiled, case.model, inputs, outputs, case.rtol, case.atol)
+            except onnxc.UnsupportedOpError as e:  # valid data using a feature not implemented (ImageDecoder formats)
+                request.node.user_properties.append(("unsupported_ops", [f"{n.op_type} (run time)"
+                                                                         for n in case.model.graph.node]))
+                pytest.xfail(one_line(str(e)))

@@ -46,12 +46,12 @@ def _ref_kwargs(attrs: dict) -> dict:
 
 
 def check_rnn(op: str, ins: dict, input_shapes=None, rtol=1e-4, atol=1e-5, opset=22, ort_too=False, threads=1,
-              **attrs):
+              flags=None, **attrs):
     n_out = 3 if op == "LSTM" else 2
     H = ins["R"].shape[-1]
     m = node_model(op, ins, n_out, opset, input_shapes=input_shapes, hidden_size=H, **attrs)
     feeds = {k: v for k, v in ins.items() if v is not None}
-    got = onnxc.compile(m, threads=threads).run(feeds)
+    got = onnxc.compile(m, threads=threads, flags=flags).run(feeds)
     args = [ins.get(n) for n in NAMES]
     want = run(op, *args, hidden_size=H, **_ref_kwargs(attrs))
     for i, w in enumerate(want):
@@ -254,3 +254,95 @@ def test_invalid_models_and_data():
         onnxc.compile(node_model("GRU", _inputs("GRU", 2, 1, 3, 5), 2, 22, hidden_size=5, activations=["Tanh"]))
     with pytest.raises(ShapeError, match="must have shape"):
         onnxc.compile(node_model("LSTM", _inputs("LSTM", 2, 1, 3, 5), 2, 22, hidden_size=4))
+
+
+# ---- the time steps on several threads and the vector LSTM gate math (onnxc_lstm_gates_s)
+
+# the threaded time steps at the small sizes of these tests (by default only for large steps)
+THREADED_STEPS = ("-O3", "-march=native", "-DONNXC_RNN_STEP_PAR_MIN=0")
+
+@pytest.mark.parametrize("op", ["RNN", "LSTM"])
+@pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
+def test_steps_on_two_threads(op, direction):
+    """Hidden sizes that split into whole panels per thread (64, 96: uneven), with sequence lengths
+    that end sequences early, initial states, peepholes and every output."""
+    nd = 2 if direction == "bidirectional" else 1
+    for T, N, I, H in ((7, 1, 10, 64), (5, 3, 6, 96)):
+        extra = {"c0": True, "P": True} if op == "LSTM" else {}
+        ins = _inputs(op, T, N, I, H, nd, lens=[T, 0, 2][:N], h0=True, **extra)
+        got = check_rnn(op, ins, rtol=1e-3, atol=1e-4, threads=2, direction=direction,  # float32, 96-term sums
+                        flags=THREADED_STEPS)
+        assert np.isfinite(got["y0"]).all()
+    # the benchmark shape (batch 1, hidden 128), weights scaled so that 32 steps of an RNN stay out of chaos;
+    # the threaded path gives exactly the single-threaded result (same sums in the same order)
+    ins = _inputs(op, 32, 1, 64, 128, 1)
+    ins["W"] *= 0.2
+    ins["R"] *= 0.2
+    two = check_rnn(op, ins, threads=2, rtol=1e-4, atol=1e-5, flags=THREADED_STEPS)
+    one = check_rnn(op, ins, threads=1, rtol=1e-4, atol=1e-5)
+    for k in one:
+        np.testing.assert_array_equal(one[k], two[k])
+
+
+def test_steps_continue_on_one_thread_after_a_slow_barrier():
+    """With ONNXC_RNN_SPIN=0 every barrier counts as slow: thread 0 finishes the sequence alone after
+    the first step; the results are the same as on one thread."""
+    ins = _inputs("LSTM", 6, 2, 5, 64, 1, lens=[6, 3], h0=True, c0=True)
+    m = node_model("LSTM", ins, 3, 22, hidden_size=64)
+    feeds = {k: v for k, v in ins.items() if v is not None}
+    slow = onnxc.compile(m, threads=2, flags=(*THREADED_STEPS, "-DONNXC_RNN_SPIN=0")).run(feeds)
+    one = onnxc.compile(m, threads=1).run(feeds)
+    for k in one:
+        np.testing.assert_array_equal(slow[k], one[k])
+
+
+@pytest.mark.parametrize("kw", [{}, {"clip": 0.7}, {"input_forget": 1}])
+def test_lstm_vector_gates_variants(kw):
+    """LSTM with the default activations takes the vector gate math: clip, input_forget, peepholes,
+    hidden sizes that are not multiples of 16 (masked tails), and one and two threads."""
+    for H, threads in ((20, 1), (128, 2), (33, 1)):
+        check_rnn("LSTM", _inputs("LSTM", 4, 2, 5, H, 1, h0=True, c0=True, P=True), threads=threads,
+                  flags=THREADED_STEPS, **kw)
+
+
+def _one_step(X: np.ndarray, w: np.ndarray, b: np.ndarray) -> dict:
+    """One LSTM step (initial states zero, R zero) with W = w (4H x I) and B = [b, 0]; constants folded."""
+    H = w.shape[0] // 4
+    ins = {"X": X, "W": w[None].astype(np.float32), "R": np.zeros((1, 4 * H, H), np.float32),
+           "B": np.concatenate([b, np.zeros_like(b)])[None].astype(np.float32)}
+    m = node_model("LSTM", ins, 3, 14, const_inputs=("W", "R", "B"), hidden_size=H)
+    return onnxc.compile(m).run({"X": X})
+
+
+def _assert_ulps(got: np.ndarray, want: np.ndarray, n: float) -> None:
+    ulp = np.maximum(np.spacing(np.abs(want).astype(np.float32)).astype(np.float64), 1e-45)
+    err = np.abs(got.astype(np.float64) - want) / ulp
+    assert (err <= n).all(), f"max error {err.max():.2f} ulp"
+
+
+def test_lstm_gates_accuracy_and_special_values():
+    """sigmoid and tanh of the LSTM gate math against float64 over a dense sample of arguments (within
+    3 ulp), and NaN / +-inf / saturation: one step with R = 0, c0 = 0, so c = i * tanh(x_c) and
+    h = o * tanh(c); the arguments arrive through X (I = 1) with 16 hidden units per batch row."""
+    xs = np.concatenate([np.linspace(-30, 30, 4001), np.linspace(-1, 1, 2001), np.linspace(-1e-3, 1e-3, 201),
+                         [0.0, -0.0, 1e-30, -1e-30, 88.0, -104.0, 200.0, -200.0]]).astype(np.float32)
+    N, H = xs.size, 16
+    X = xs.reshape(1, N, 1)
+    w, b = np.zeros((4 * H, 1)), np.zeros(4 * H)
+    # tanh: i = o = sigmoid(+inf) = 1, x_c = x
+    w[3 * H:], b[:2 * H] = 1.0, np.inf
+    got = _one_step(X, w, b)
+    c, h = got["y2"].reshape(N, H), got["y1"].reshape(N, H)
+    _assert_ulps(c, np.tanh(xs.astype(np.float64))[:, None].repeat(H, 1), 3)
+    _assert_ulps(h, np.tanh(c.astype(np.float64)), 3)
+    # sigmoid: x_i = x, x_c = 20 (tanh = 1 exactly), o = 1: c = sigmoid(x)
+    w[:] = 0
+    w[:H], b[:] = 1.0, 0.0
+    b[H:2 * H], b[3 * H:] = np.inf, 20.0
+    c = _one_step(X, w, b)["y2"].reshape(N, H)
+    _assert_ulps(c, (1 / (1 + np.exp(-xs.astype(np.float64))))[:, None].repeat(H, 1), 3)
+    # NaN propagates, infinities saturate (through the bias, so that no 0 * inf enters the products)
+    w, b = np.zeros((12, 1)), np.zeros(12)
+    b[:3], b[3:6], b[9:] = [np.nan, np.inf, -np.inf], np.inf, 20.0
+    c = _one_step(np.zeros((1, 1, 1), np.float32), w, b)["y2"].reshape(-1)
+    assert np.isnan(c[0]) and c[1] == 1.0 and c[2] == 0.0

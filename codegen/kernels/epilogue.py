@@ -1,0 +1,121 @@
+"""Fused epilogues of Conv, Gemm and MatMul: an activation and a residual add applied to each output
+tile while it is in cache (runtime_c/onnxc_act.h, ``onnxc_sg_epi`` in runtime_c/onnxc_sgemm.h).
+
+A fusion pass requests them with node attributes that ONNX models never carry:
+
+- ``onnxc_activation`` (string): ``Relu``, ``Clip``, ``LeakyRelu``, ``Sigmoid``, ``HardSigmoid``,
+  ``HardSwish`` or ``Tanh``, applied last;
+- ``onnxc_activation_params`` (floats): the activation's attributes in ONNX order and with ONNX
+  defaults when left out: Clip ``[min, max]`` (-inf, inf), LeakyRelu ``[alpha]`` (0.01), HardSigmoid
+  ``[alpha, beta]`` (0.2, 0.5); none for the others;
+- ``onnxc_residual`` (int, 1 = on): one more input, right after the op's own inputs (Conv and Gemm:
+  input 3, with input 2 possibly absent; MatMul: input 2), holding a tensor R of exactly the output's
+  shape that is added before the activation.
+
+So Conv computes ``Y = act(conv(X, W) + B + R)``, Gemm ``Y = act(alpha A B + beta C + R)`` and
+MatMul ``Y = act(A B + R)``: a fusion pass can fold ``Conv -> Add(R) -> Relu`` (ResNet) or
+``Conv -> Clip`` (MobileNet) into one node.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from onnxc.ir import DType
+
+from .base import KernelCtx
+from .nncommon import lit
+
+ACT_ATTR = "onnxc_activation"
+PARAMS_ATTR = "onnxc_activation_params"
+RESIDUAL_ATTR = "onnxc_residual"
+
+# name -> (ONNXC_ACT_* code, default parameters)
+ACTIVATIONS: dict[str, tuple[int, tuple[float, ...]]] = {
+    "Relu": (1, ()),
+    "Clip": (2, (-math.inf, math.inf)),
+    "LeakyRelu": (3, (0.01,)),
+    "Sigmoid": (4, ()),
+    "HardSigmoid": (5, (0.2, 0.5)),
+    "HardSwish": (6, ()),
+    "Tanh": (7, ()),
+}
+
+# index of the residual input per op (right after the op's own inputs)
+RESIDUAL_INPUT = {"Conv": 3, "Gemm": 3, "MatMul": 2}
+
+
+@dataclass(frozen=True)
+class Epilogue:
+    """What a node's output gets after the product: ``act(y + R)``."""
+
+    act: int = 0        # ONNXC_ACT_* code, 0 = none
+    a: float = 0.0      # activation parameters
+    b: float = 0.0
+    residual: int | None = None  # input index of R
+
+    @property
+    def active(self) -> bool:
+        return bool(self.act) or self.residual is not None
+
+    def act_args(self, dt: DType) -> str:
+        """``act, a, b`` as C arguments of ``onnxc_act_row_f/d``."""
+        return f"{self.act}, {lit(self.a, dt)}, {lit(self.b, dt)}"
+
+
+def epilogue(ctx: KernelCtx) -> Epilogue:
+    """The epilogue a node asks for (see the module doc); ValueError on a malformed request."""
+    node = ctx.node
+    name = ctx.attr(ACT_ATTR, None)
+    if isinstance(name, bytes):
+        name = name.decode()
+    act, a, b = 0, 0.0, 0.0
+    if name:
+        if name not in ACTIVATIONS:
+            raise ValueError(f"{ACT_ATTR}={name!r} is not one of {', '.join(ACTIVATIONS)}")
+        act, defaults = ACTIVATIONS[name]
+        params = [float(p) for p in (ctx.attr(PARAMS_ATTR, None) or [])]
+        if len(params) > len(defaults):
+            raise ValueError(f"{name} takes {len(defaults)} parameter(s), got {PARAMS_ATTR}={params}")
+        vals = params + list(defaults[len(params):])
+        a, b = (vals + [0.0, 0.0])[:2]
+    residual = None
+    if int(ctx.attr(RESIDUAL_ATTR, 0) or 0):
+        residual = RESIDUAL_INPUT[node.op_type]
+        r = ctx.ins[residual] if residual < len(ctx.ins) else None
+        y = ctx.outs[0]
+        if r is None:
+            raise ValueError(f"{RESIDUAL_ATTR}=1 but input {residual} (the residual) is missing")
+        if r.dtype != y.dtype or tuple(r.shape) != tuple(y.shape):
+            raise ValueError(f"the residual input {residual} has type {r.dtype} {list(r.shape)}; it must match the "
+                             f"output {y.dtype} {list(y.shape)}")
+    return Epilogue(act, a, b, residual)
+
+
+def use_act(ctx: KernelCtx) -> None:
+    ctx.helper("onnxc_act", '#include "onnxc_act.h"')
+
+
+def sg_epi(ep: Epilogue, bias: str = "NULL", bias_cols: bool = False, res: str = "NULL", ldr: str = "0") -> str:
+    """A C initializer of ``onnxc_sg_epi`` (float GEMM epilogue)."""
+    return (f"{{{bias}, {int(bias_cols)}, {res}, {ldr}, {ep.act}, {lit(ep.a, DType.FLOAT)}, "
+            f"{lit(ep.b, DType.FLOAT)}}}")
+
+
+def rows_epilogue(ep: Epilogue, dt: DType, y: str, rows: str, n: str, res: str | None) -> list[str]:
+    """C lines applying ``ep`` in place to ``rows`` rows of ``n`` contiguous elements at ``y`` (residual
+    rows at ``res`` with the same layout) — for kernels whose product does not fuse it per tile."""
+    if not ep.active:
+        return []
+    sfx = "f" if dt == DType.FLOAT else "d"
+    lines = [f"for (int64_t r_ = 0; r_ < {rows}; r_++) {{",
+             f"    {dt.c} *restrict yr_ = {y} + r_ * ({n});"]
+    if res is not None:
+        lines += [f"    const {dt.c} *rr_ = {res} + r_ * ({n});",
+                  "#pragma omp simd",
+                  f"    for (int64_t j_ = 0; j_ < {n}; j_++) yr_[j_] += rr_[j_];"]
+    if ep.act:
+        lines.append(f"    onnxc_act_row_{sfx}({ep.act_args(dt)}, yr_, {n});")
+    lines.append("}")
+    return lines

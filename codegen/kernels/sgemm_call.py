@@ -1,0 +1,48 @@
+"""Calls of the float GEMM entry point ``onnxc_sgemm_ex`` (runtime_c/onnxc_sgemm.h) for MatMul and
+Gemm: a constant B operand is packed at compile time (codegen/kernels/gemm_layout.py) so runs skip
+packing it, and the node's epilogue (codegen/kernels/epilogue.py) is fused into the output tiles.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from onnxc.ir import DType
+
+from .base import KernelCtx
+from .epilogue import Epilogue, sg_epi, use_act
+from .gemm_layout import pack_b
+from .nncommon import use_gemm
+
+
+def packable_b(ctx: KernelCtx, i: int) -> bool:
+    """Whether input ``i`` is a 2-D float32 constant that can be packed at compile time."""
+    op = ctx.ins[i]
+    return (op is not None and op.const is not None and op.rank == 2 and op.value.type.dtype == DType.FLOAT
+            and op.static)
+
+
+def sgemm_stmt(ctx: KernelCtx, m: str, n: str, k: str, alpha: str, a: str, lda: str, ta: bool, b_index: int,
+               tb: bool, beta: str, c: str, ldc: str, ep: Epilogue | None = None) -> str:
+    """C statement: C = act(alpha op(A) op(B) + beta C + R) in float, where B is input ``b_index`` (packed
+    here when :func:`packable_b`); returns from the kernel on allocation failure."""
+    use_gemm(ctx)
+    b = ctx.ins[b_index]
+    if packable_b(ctx, b_index):
+        w = np.asarray(b.const, dtype=np.float32)
+        ctx.repack_const(b_index, pack_b(w.T if tb else w))
+        fb, ldb = "ONNXC_SG_PACKED", "0"
+    else:
+        fb, ldb = ("ONNXC_SG_TRANS" if tb else "ONNXC_SG_PLAIN"), (str(b.dims[1]) if b.rank == 2 else "1")
+    fa = "ONNXC_SG_TRANS" if ta else "ONNXC_SG_PLAIN"
+    epi = "NULL"
+    lines = []
+    if ep is not None and ep.active:
+        if ep.act:
+            use_act(ctx)
+        res = "NULL" if ep.residual is None else f"in{ep.residual}"
+        lines.append(f"const onnxc_sg_epi epi = {sg_epi(ep, res=res, ldr=ldc)};")
+        epi = "&epi"
+    lines.append(f"if (onnxc_sgemm_ex(rt->threads, {m}, {n}, {k}, {alpha}, {a}, {lda}, {fa}, in{b_index}, {ldb}, {fb}, "
+                 f"{beta}, {c}, {ldc}, {epi})) return onnxc_fail(rt, ONNXC_ERR_MEMORY, \"out of memory in GEMM\");")
+    return "\n".join(lines)

@@ -1,0 +1,94 @@
+"""Ahead of time: ``build`` writes a standalone artifact folder, ``load`` calls one without a compiler.
+
+``onnxc.build(model, "out/")`` compiles the model into ``out/lib<name>.so`` with a C API header,
+weights (embedded or a checked sidecar file), an example program, a README, the sources with a
+Makefile/CMakeLists.txt, and ``onnxc.json`` (the manifest). ``emit_only=True`` stops after writing
+the sources (``onnxc build --emit-c``), e.g. to cross-compile with another toolchain.
+``onnxc.load("out/")`` reads the manifest and opens the library: the same ``CompiledModel`` API as
+``onnxc.compile``, and no C compiler is involved.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+from onnxc.codegen.artifact import MANIFEST, build_library, check_name, checksum, write_sources
+from onnxc.codegen.native import NativeModel
+from onnxc.ir import DType, ModelError, OptionalType, SequenceType, TensorType
+from onnxc.ir.dims import sym
+
+from .api import CompiledModel, _info, compiler_config, lower_model, native_types
+
+
+def build(model, out_dir: str | os.PathLike, *, name: str | None = None, embed_weights: bool = True,
+          target: str = "native", threads: int | None = None, cc: str | None = None,
+          flags: tuple[str, ...] | None = None, emit_only: bool = False) -> Path:
+    """Compile ``model`` (path, bytes or ModelProto) into the artifact folder ``out_dir``.
+
+    ``name``: C identifier used for the library, header and API prefix (default: from the file name,
+    else "model"). ``embed_weights``: weights inside the library, else ``<name>.weights`` beside it.
+    ``target``: ISA level (native, portable, x86-64-v2/v3/v4, aarch64). ``emit_only``: write sources
+    and build files without compiling. Returns the folder.
+    """
+    out = Path(out_dir)
+    name = check_name(name or _default_name(model))
+    m, program, nthreads, _ = lower_model(model, threads)
+    in_types = [v.type for v in m.graph.inputs]
+    out_types = [v.type for v in m.graph.outputs]
+    write_sources(program, in_types, out_types, out, name, embed=embed_weights, target=target, threads=nthreads)
+    if not emit_only:
+        build_library(out, name, compiler_config(cc, flags), target, embed_weights)
+    return out
+
+
+def _default_name(model) -> str:
+    if isinstance(model, (str, os.PathLike)):
+        stem = re.sub(r"[^A-Za-z0-9_]", "_", Path(model).stem)
+        if stem and not stem[0].isdigit():
+            return stem
+    return "model"
+
+
+def load(path: str | os.PathLike, *, threads: int | None = None) -> CompiledModel:
+    """Open an artifact written by ``build``; runs without a C compiler."""
+    d = Path(path)
+    try:
+        manifest = json.loads((d / MANIFEST).read_text())
+    except FileNotFoundError:
+        raise ModelError(f"{d}: not an onnxc artifact (no {MANIFEST})") from None
+    except ValueError as e:
+        raise ModelError(f"{d / MANIFEST}: invalid manifest: {e}") from e
+    lib = d / manifest["library"]
+    if not lib.exists():
+        raise ModelError(f"{d}: {manifest['library']} is missing (built with --emit-c? run make there)")
+    w = manifest["weights"]
+    weights = None
+    if w["mode"] == "file":
+        weights = (d / w["file"]).read_bytes()
+        if len(weights) != w["size"] or checksum(weights) != w["checksum"]:
+            raise ModelError(f"{d / w['file']}: size or checksum does not match the manifest")
+    ins = [_info(e["name"], type_from_json(e["type"])) for e in manifest["inputs"]]
+    outs = [_info(e["name"], type_from_json(e["type"])) for e in manifest["outputs"]]
+    out_types, in_types = native_types(ins, outs)
+    nthreads = threads or manifest.get("threads") or os.cpu_count() or 1
+    native = NativeModel(lib, weights, out_types, nthreads, in_types, prefix=manifest["prefix"])
+    early = [e.get("early") for e in manifest["outputs"]]
+    return CompiledModel(native, ins, outs, early=early if all(isinstance(x, bool) for x in early) else None)
+
+
+def type_from_json(j: dict):
+    if "tensor" in j:
+        shape = j["shape"]
+        dims = None if shape is None else tuple(d if isinstance(d, int) else sym(d) for d in shape)
+        return TensorType(DType(j["tensor"]), dims)
+    if "sequence" in j:
+        return SequenceType(type_from_json(j["sequence"]))
+    if "optional" in j:
+        return OptionalType(type_from_json(j["optional"]))
+    raise ModelError(f"unknown type in manifest: {j}")
+
+
+__all__ = ["build", "load"]

@@ -1,0 +1,207 @@
+/* onnxc_sgemm_kern.h: the float GEMM micro-kernels, one per instruction set, chosen by the compile target.
+ * Included by onnxc_sgemm.h; not for direct inclusion.
+ *
+ *   static inline void onnxc_sg_micro(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
+ *                              int mr, int nr, float alpha, float beta);
+ *
+ * c[i * ldc + j] = alpha * sum_{p < kc} a[p * 12 + i] * b[p * 32 + j] + beta * c[i * ldc + j] for i < mr <= 12,
+ * j < nr <= 32 (beta == 0: c is write-only). `a` is one panel of packed A (kc rows of ONNXC_SG_MR = 12
+ * floats), `b` one panel of packed B (kc rows of ONNXC_SG_NR = 32 floats); both are zero-padded by the
+ * packing, so a kernel may compute the whole 12 x 32 tile but stores only mr x nr.
+ *
+ * The panel sizes are one layout for every target (weights packed at compile time do not depend on the
+ * machine); each kernel tiles the 12 x 32 panel with its own register block:
+ *   AVX-512F          12x32, 6 variants (4/8/12 rows x 1/2 vectors): 24 zmm accumulators, broadcasts
+ *                     from packed A, masked stores on edges
+ *   AVX2 + FMA        6x16 sub-tiles (12 ymm accumulators)
+ *   NEON (aarch64)    12x8 sub-tiles (24 q accumulators, fmla by lane)
+ *   portable C        4x8 sub-tiles the compiler vectorizes
+ */
+#define ONNXC_SG_MR 12
+#define ONNXC_SG_NR 32
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#define ONNXC_SG_ISA "avx512"
+
+/* R rows (4, 8 or 12) and V zmm vectors (1 or 2) of the 12 x 32 tile; always inlined with constants. */
+static inline __attribute__((always_inline)) void onnxc_sg_k512(const int R, const int V, int64_t kc,
+                                                                const float *restrict a, const float *restrict b,
+                                                                float *c, int64_t ldc, int mr, int nr, float alpha,
+                                                                float beta) {
+    __m512 acc[12][2];
+#pragma GCC unroll 12
+    for (int i = 0; i < R; i++) {
+        acc[i][0] = _mm512_setzero_ps();
+        acc[i][1] = _mm512_setzero_ps();
+        _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0); /* the tile is stored at the end */
+        if (V > 1) _mm_prefetch((const char *)(c + i * ldc + 16), _MM_HINT_T0);
+    }
+#pragma GCC unroll 2
+    for (int64_t p = 0; p < kc; p++) {
+        const __m512 b0 = _mm512_loadu_ps(b);
+        const __m512 b1 = V > 1 ? _mm512_loadu_ps(b + 16) : b0;
+        _mm_prefetch((const char *)(b + 8 * ONNXC_SG_NR), _MM_HINT_T0);
+        _mm_prefetch((const char *)(a + 16 * ONNXC_SG_MR), _MM_HINT_T0);
+#pragma GCC unroll 12
+        for (int i = 0; i < R; i++) {
+            const __m512 ai = _mm512_set1_ps(a[i]);
+            acc[i][0] = _mm512_fmadd_ps(ai, b0, acc[i][0]);
+            if (V > 1) acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);
+        }
+        a += ONNXC_SG_MR;
+        b += ONNXC_SG_NR;
+    }
+    const __mmask16 m0 = nr >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << nr) - 1);
+    const __mmask16 m1 = nr >= 32 ? (__mmask16)0xFFFF : nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1) : 0;
+    const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+#pragma GCC unroll 12
+    for (int i = 0; i < R; i++) {
+        if (i >= mr) break;
+        float *ci = c + i * ldc;
+        __m512 x0 = _mm512_mul_ps(acc[i][0], va);
+        if (beta != 0) x0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m0, ci), vb, x0);
+        _mm512_mask_storeu_ps(ci, m0, x0);
+        if (V > 1) {
+            __m512 x1 = _mm512_mul_ps(acc[i][1], va);
+            if (beta != 0) x1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m1, ci + 16), vb, x1);
+            _mm512_mask_storeu_ps(ci + 16, m1, x1);
+        }
+    }
+}
+
+static inline void onnxc_sg_micro(int64_t kc, const float *restrict a, const float *restrict b, float *c, int64_t ldc,
+                           int mr, int nr, float alpha, float beta) {
+    if (nr > 16) {
+        if (mr > 8) onnxc_sg_k512(12, 2, kc, a, b, c, ldc, mr, nr, alpha, beta);
+        else if (mr > 4) onnxc_sg_k512(8, 2, kc, a, b, c, ldc, mr, nr, alpha, beta);
+        else onnxc_sg_k512(4, 2, kc, a, b, c, ldc, mr, nr, alpha, beta);
+    } else {
+        if (mr > 8) onnxc_sg_k512(12, 1, kc, a, b, c, ldc, mr, nr, alpha, beta);
+        else if (mr > 4) onnxc_sg_k512(8, 1, kc, a, b, c, ldc, mr, nr, alpha, beta);
+        else onnxc_sg_k512(4, 1, kc, a, b, c, ldc, mr, nr, alpha, beta);
+    }
+}
+
+#elif defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#define ONNXC_SG_ISA "avx2"
+
+/* One 6 x 16 sub-tile (V = 2 ymm vectors, or 1 when nr <= 8); mr <= 6, nr <= 16. */
+static inline __attribute__((always_inline)) void onnxc_sg_k256(const int V, int64_t kc, const float *restrict a,
+                                                                const float *restrict b, float *c, int64_t ldc,
+                                                                int mr, int nr, float alpha, float beta) {
+    __m256 acc[6][2];
+#pragma GCC unroll 6
+    for (int i = 0; i < 6; i++) {
+        acc[i][0] = _mm256_setzero_ps();
+        acc[i][1] = _mm256_setzero_ps();
+    }
+    for (int64_t p = 0; p < kc; p++) {
+        const __m256 b0 = _mm256_loadu_ps(b);
+        const __m256 b1 = V > 1 ? _mm256_loadu_ps(b + 8) : b0;
+#pragma GCC unroll 6
+        for (int i = 0; i < 6; i++) {
+            const __m256 ai = _mm256_broadcast_ss(a + i);
+            acc[i][0] = _mm256_fmadd_ps(ai, b0, acc[i][0]);
+            if (V > 1) acc[i][1] = _mm256_fmadd_ps(ai, b1, acc[i][1]);
+        }
+        a += ONNXC_SG_MR;
+        b += ONNXC_SG_NR;
+    }
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i k0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(nr), lane);
+    const __m256i k1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(nr - 8), lane);
+    const __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
+#pragma GCC unroll 6
+    for (int i = 0; i < 6; i++) {
+        if (i >= mr) break;
+        float *ci = c + i * ldc;
+        __m256 x0 = _mm256_mul_ps(acc[i][0], va);
+        if (beta != 0) x0 = _mm256_fmadd_ps(_mm256_maskload_ps(ci, k0), vb, x0);
+        _mm256_maskstore_ps(ci, k0, x0);
+        if (V > 1) {
+            __m256 x1 = _mm256_mul_ps(acc[i][1], va);
+            if (beta != 0) x1 = _mm256_fmadd_ps(_mm256_maskload_ps(ci + 8, k1), vb, x1);
+            _mm256_maskstore_ps(ci + 8, k1, x1);
+        }
+    }
+}
+
+static inline void onnxc_sg_micro(int64_t kc, const float *restrict a, const float *restrict b, float *c, int64_t ldc,
+                           int mr, int nr, float alpha, float beta) {
+    for (int i0 = 0; i0 < mr; i0 += 6) {
+        const int m = mr - i0 < 6 ? mr - i0 : 6;
+        for (int j0 = 0; j0 < nr; j0 += 16) {
+            const int n = nr - j0 < 16 ? nr - j0 : 16;
+            if (n > 8) onnxc_sg_k256(2, kc, a + i0, b + j0, c + i0 * ldc + j0, ldc, m, n, alpha, beta);
+            else onnxc_sg_k256(1, kc, a + i0, b + j0, c + i0 * ldc + j0, ldc, m, n, alpha, beta);
+        }
+    }
+}
+
+#elif defined(__ARM_NEON) && defined(__aarch64__)
+#include <arm_neon.h>
+#define ONNXC_SG_ISA "neon"
+
+/* One 12 x 8 sub-tile: 24 q accumulators, 3 q registers of A, 2 of B. */
+static inline void onnxc_sg_k_neon(int64_t kc, const float *restrict a, const float *restrict b, float *c,
+                                   int64_t ldc, int mr, int nr, float alpha, float beta) {
+    float32x4_t acc[12][2];
+    for (int i = 0; i < 12; i++) acc[i][0] = acc[i][1] = vdupq_n_f32(0.0f);
+    for (int64_t p = 0; p < kc; p++) {
+        const float32x4_t b0 = vld1q_f32(b), b1 = vld1q_f32(b + 4);
+        const float32x4_t a0 = vld1q_f32(a), a1 = vld1q_f32(a + 4), a2 = vld1q_f32(a + 8);
+#define ONNXC_SG_NEON_ROW(i, av, l)                           \
+    acc[i][0] = vfmaq_laneq_f32(acc[i][0], b0, av, l); \
+    acc[i][1] = vfmaq_laneq_f32(acc[i][1], b1, av, l);
+        ONNXC_SG_NEON_ROW(0, a0, 0) ONNXC_SG_NEON_ROW(1, a0, 1) ONNXC_SG_NEON_ROW(2, a0, 2)
+        ONNXC_SG_NEON_ROW(3, a0, 3) ONNXC_SG_NEON_ROW(4, a1, 0) ONNXC_SG_NEON_ROW(5, a1, 1)
+        ONNXC_SG_NEON_ROW(6, a1, 2) ONNXC_SG_NEON_ROW(7, a1, 3) ONNXC_SG_NEON_ROW(8, a2, 0)
+        ONNXC_SG_NEON_ROW(9, a2, 1) ONNXC_SG_NEON_ROW(10, a2, 2) ONNXC_SG_NEON_ROW(11, a2, 3)
+#undef ONNXC_SG_NEON_ROW
+        a += ONNXC_SG_MR;
+        b += ONNXC_SG_NR;
+    }
+    float t[12][8];
+    for (int i = 0; i < 12; i++) {
+        vst1q_f32(t[i], acc[i][0]);
+        vst1q_f32(t[i] + 4, acc[i][1]);
+    }
+    for (int i = 0; i < mr; i++) {
+        float *ci = c + i * ldc;
+        for (int j = 0; j < nr; j++) ci[j] = beta == 0 ? alpha * t[i][j] : alpha * t[i][j] + beta * ci[j];
+    }
+}
+
+static inline void onnxc_sg_micro(int64_t kc, const float *restrict a, const float *restrict b, float *c, int64_t ldc,
+                           int mr, int nr, float alpha, float beta) {
+    for (int j0 = 0; j0 < nr; j0 += 8)
+        onnxc_sg_k_neon(kc, a, b + j0, c + j0, ldc, mr, nr - j0 < 8 ? nr - j0 : 8, alpha, beta);
+}
+
+#else
+#define ONNXC_SG_ISA "portable"
+
+/* Portable C: 4 x 8 sub-tiles with a constant-trip inner loop the compiler vectorizes. */
+static inline void onnxc_sg_micro(int64_t kc, const float *restrict a, const float *restrict b, float *c, int64_t ldc,
+                           int mr, int nr, float alpha, float beta) {
+    for (int i0 = 0; i0 < mr; i0 += 4) {
+        for (int j0 = 0; j0 < nr; j0 += 8) {
+            float acc[4][8] = {{0}};
+            for (int64_t p = 0; p < kc; p++) {
+                const float *ap = a + p * ONNXC_SG_MR + i0, *bp = b + p * ONNXC_SG_NR + j0;
+                for (int i = 0; i < 4; i++) {
+#pragma omp simd
+                    for (int j = 0; j < 8; j++) acc[i][j] += ap[i] * bp[j];
+                }
+            }
+            const int m = mr - i0 < 4 ? mr - i0 : 4, n = nr - j0 < 8 ? nr - j0 : 8;
+            for (int i = 0; i < m; i++) {
+                float *ci = c + (i0 + i) * ldc + j0;
+                for (int j = 0; j < n; j++) ci[j] = beta == 0 ? alpha * acc[i][j] : alpha * acc[i][j] + beta * ci[j];
+            }
+        }
+    }
+}
+#endif
