@@ -6,14 +6,14 @@ from . import (  # noqa: F401
     cast,
     col2im,  # noqa: F401
     control_flow,
-    deform_conv,  # noqa: F401
     conv,  # noqa: F401
+    deform_conv,  # noqa: F401
     einsum,  # noqa: F401
     elementwise,
     fused_elementwise,  # noqa: F401
     gather,
-    gridsample,  # noqa: F401
     generate,
+    gridsample,  # noqa: F401
     image,  # noqa: F401
     linalg,  # noqa: F401
     matmul,  # noqa: F401
@@ -35,9 +35,9 @@ from . import (  # noqa: F401
     signal,  # noqa: F401
     slice_pad,
     softmax,  # noqa: F401
-    training,  # noqa: F401
     strings,  # noqa: F401
     tfidf,  # noqa: F401
+    training,  # noqa: F401
     trees,  # noqa: F401
 )
 from .base import KERNELS, lookup, lookup_shape_fn, unsupported_reason

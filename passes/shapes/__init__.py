@@ -24,6 +24,6 @@ from . import (  # noqa: F401
     sequences,
     shape_ops,
     signal,  # noqa: F401
-    training,  # noqa: F401
     strings,  # noqa: F401
+    training,  # noqa: F401
 )
