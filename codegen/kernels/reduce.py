@@ -228,11 +228,12 @@ def _term(kind: str, x: str, dt: DType) -> str:
 
 # Element types per reduction. Integer sums and products wrap in the element width (exact modulo
 # 2**bits, like a cast of the exact result); Mean and L2 divide or take the root of that sum, so they
-# keep to the widths the spec lists, and the logs to floats. Max and Min also take bool (or / and).
+# keep to the widths the spec lists; the logs take floats and, as opsets before 28 allow, the 32/64-bit
+# ints (the sum is taken in the element width, the log in double). Max and Min also take bool.
 _WIDE_INTS = frozenset({DType.INT32, DType.INT64, DType.UINT32, DType.UINT64})
 REDUCE_TYPES = {"ReduceMax": NUMERIC | half.HALF | {DType.BOOL}, "ReduceMin": NUMERIC | half.HALF | {DType.BOOL},
                 "ReduceMean": FLOATS | half.HALF | _WIDE_INTS, "ReduceL2": FLOATS | half.HALF | _WIDE_INTS,
-                "ReduceLogSum": FLOATS | half.HALF, "ReduceLogSumExp": FLOATS | half.HALF}
+                "ReduceLogSum": FLOATS | half.HALF | _WIDE_INTS, "ReduceLogSumExp": FLOATS | half.HALF | _WIDE_INTS}
 
 
 def _register(fn):
