@@ -85,7 +85,7 @@ def test_compact_names() -> None:
     ("Softmax", np.int32, {}),           # float types only
     ("Not", np.float32, {}),             # bool only
     ("BitwiseNot", np.float64, {}),      # integers only
-    ("ReduceLogSum", np.int64, {}),      # logs of integers: not declared
+    ("ReduceLogSum", np.int8, {}),       # logs of 8-bit integers: not declared
 ])
 def test_undeclared_type_is_unsupported_with_the_standard_reason(op, dt, attrs) -> None:
     x = np.ones((2, 3), dt)
@@ -93,7 +93,7 @@ def test_undeclared_type_is_unsupported_with_the_standard_reason(op, dt, attrs) 
     with pytest.raises(UnsupportedOpError) as e:
         onnxc.compile(model)
     name = type_name({np.int32: DType.INT32, np.float32: DType.FLOAT, np.float64: DType.DOUBLE,
-                      np.int64: DType.INT64}[dt])
+                      np.int64: DType.INT64, np.int8: DType.INT8}[dt])
     assert f"element type {name} is not supported (supported: " in str(e.value)
     assert op in str(e.value)
 
