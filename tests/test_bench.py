@@ -249,3 +249,27 @@ def test_cli_bench_without_onnxruntime_and_errors(tmp_path, capsys):
     assert "onnxc " in text and "onnxruntime " not in text and "ratio" not in text
     assert main(["bench", path, "--runs", "2"]) == 1  # symbolic dim N not given
     assert "--dim N=SIZE" in capsys.readouterr().err
+
+
+def test_report_targets_table_from_measurements():
+    report = importlib.import_module("benchmarks.report")
+    gemm_out = ("micro-kernel: avx512, threads 1; numpy single thread\n"
+                "           M x N x K    numpy    onnxc  A packed  B packed  ratio  GFLOP/s\n"
+                "    1024 x 1024 x 1024    129.0    136.0     140.1     139.9   1.05\n")
+    assert report._gflops(gemm_out) == (129.0, 136.0)
+    call_out = ("onnxc run(dict)      3.10 us per call (median of 15 rounds of 20000)\n"
+                "onnxc call           2.50 us per call (median of 15 rounds of 20000)\n"
+                "onnxruntime run      8.00 us per call (median of 15 rounds of 20000)\n")
+    assert report._overhead(call_out) == (2.5, 8.0)
+    models = [{"model": "resnet50", "ratio": 0.9, "onnxc_peak_mb": 200.0, "ort_peak_mb": 250.0,
+               "compile_cold_s": 3.0, "compile_warm_s": 0.2},
+              {"model": "mlp", "ratio": 0.6, "onnxc_peak_mb": 30.0, "ort_peak_mb": 20.0,
+               "compile_cold_s": 1.0, "compile_warm_s": 0.1}]
+    rows = report.targets({1: {"geomean_ratio": 0.73, "models": models}}, (129.0, 136.0), (2.5, 8.0))
+    text = "\n".join(rows)
+    assert "| geomean ratio onnxc/onnxruntime, 1 thread(s) <= 1.0 | 0.730 | yes |" in text
+    assert "| no model above 1.5, 1 thread(s) | max 0.90 (resnet50) | yes |" in text
+    assert "| mlp ratio <= 0.5, 1 thread(s) | 0.60 | no |" in text
+    assert "| peak memory <= onnxruntime's, 1 thread(s) | 1/2 models; above: mlp 30/20 MB | no |" in text
+    assert "| ResNet-50 cached re-compile <= 0.5 s | 0.20 s | yes |" in text
+    assert "(105%) | yes |" in text and "2.50 µs (onnxruntime 8.00 µs) | yes |" in text
