@@ -13,14 +13,15 @@ Everything written is a pure function of the model and options (reproducible bui
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import shutil
 import subprocess
 from pathlib import Path
 
-from onnxc.ir import CompileError, OptionalType, SequenceType, TensorType
-from onnxc.ir.dims import free_symbols
+from onnxc.ir import CompileError, DType, ModelError, OptionalType, SequenceType, TensorType
+from onnxc.ir.dims import Sym, dmax, dmin, floordiv, free_symbols, mod, sym
 
 from .compiler import CompilerConfig, has_openmp, runtime_dir
 from .emit import emit_c
@@ -46,28 +47,155 @@ def check_name(name: str) -> str:
     return name
 
 
-def checksum(data: bytes) -> int:
+_CHECK_WORDS = 1 << 20  # words per block of the checksum: 8 MB, cache-friendly temporaries
+
+
+def checksum(data) -> int:
     """Checksum of the weights (the C API recomputes it when loading a sidecar file): the length
     plus the sum of the little-endian 64-bit words times odd position weights, mod 2**64.
-    Vectorizable, and it catches truncation, reordering and stale files."""
+    Vectorizable, and it catches truncation, reordering and stale files. ``data`` is any bytes-like
+    object; it is summed in blocks, so the temporaries stay small for any size."""
     import numpy as np
 
-    n = len(data)
-    words = np.frombuffer(data + b"\0" * (-n % 8), dtype="<u8")
-    weights = np.arange(len(words), dtype=np.uint64) * np.uint64(2) + np.uint64(1)
-    with np.errstate(over="ignore"):
-        return int((np.uint64(n) + np.sum(words * weights, dtype=np.uint64)) & np.uint64(0xFFFFFFFFFFFFFFFF))
+    raw = np.frombuffer(data, np.uint8)
+    state = _Checksum()
+    step = 8 * _CHECK_WORDS
+    for start in range(0, raw.size, step):
+        _add_range(state, raw, start, min(raw.size, start + step))
+    return state.value(raw.size)
+
+
+class _Checksum:
+    """The running state of ``checksum`` over consecutive blocks of 8-byte words."""
+
+    def __init__(self) -> None:
+        import numpy as np
+
+        self.np = np
+        self.total = np.uint64(0)
+        self.words = 0
+        self.odd = np.arange(_CHECK_WORDS, dtype=np.uint64) * np.uint64(2) + np.uint64(1)
+
+    def add(self, block) -> None:
+        """Add ``block`` (a uint8 array of whole words) as the next words."""
+        np = self.np
+        w = block.view("<u8")
+        k = w.size
+        with np.errstate(over="ignore"):
+            # sum_j w[j] * (2 * (base + j) + 1) = sum_j w[j] * (2j + 1) + 2 * base * sum_j w[j]
+            s = np.dot(w, self.odd[:k]) if k else np.uint64(0)
+            s = np.uint64(s) + np.uint64(2 * self.words % 2**64) * np.sum(w, dtype=np.uint64)
+            self.total = np.uint64(self.total + s)
+        self.words += k
+
+    def value(self, n: int) -> int:
+        return int((int(self.total) + n) % 2**64)
+
+
+def read_weights(path: Path, size: int, expected: int):
+    """The weights file ``path`` mapped read-only (a uint8 array, page-aligned), its size and checksum
+    verified (ModelError naming the file when they do not match). Mapped, not read: no copy and no
+    fresh memory to fault in (measured on VGG-19's 550 MB: 0.3 s instead of 2 s to read into new
+    memory), and every process using the model shares the page cache's pages. Like the library
+    itself, the file must not be changed in place while in use (onnxc replaces files, never edits)."""
+    import mmap
+
+    import numpy as np
+
+    bad = ModelError(f"{path}: size or checksum does not match the manifest")
+    with open(path, "rb") as f:
+        if os.fstat(f.fileno()).st_size != size:
+            raise bad
+        if size == 0:
+            buf = np.zeros(64, np.uint8)[:0]
+        else:
+            flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
+            buf = np.frombuffer(mmap.mmap(f.fileno(), size, flags=flags, prot=mmap.PROT_READ), np.uint8)
+    if checksum(buf) != expected:
+        raise bad
+    return buf
+
+
+def _add_range(state: _Checksum, buf, start: int, end: int) -> None:
+    """Add bytes ``start:end`` of ``buf`` (``start`` a multiple of 8; a partial word only at the end)."""
+    import numpy as np
+
+    whole = end - (end - start) % 8
+    if whole > start:
+        state.add(buf[start:whole])
+    if whole < end:
+        tail = np.zeros(8, np.uint8)
+        tail[:end - whole] = buf[whole:end]
+        state.add(tail)
+
+
+def dim_json(d):
+    """A Dim as JSON: an int, or an expression's terms ``[[[atom, power], ...], coeff]`` where an atom
+    is ``{"sym": name}`` or ``{"fn": kind, "args": [dims]}`` (exact, unlike its text)."""
+    if isinstance(d, int):
+        return d
+    return {"terms": [[[[_atom_json(a), p] for a, p in mono], c] for mono, c in d.terms]}
+
+
+def _atom_json(a) -> dict:
+    if isinstance(a, Sym):
+        return {"sym": a.name}
+    return {"fn": a.kind, "args": [dim_json(x) for x in a.args]}
+
+
+def dim_from_json(j):
+    """The Dim that ``dim_json`` encoded (rebuilt by arithmetic, so it is canonical)."""
+    if isinstance(j, int):
+        return j
+    total = 0
+    for mono, c in j["terms"]:
+        term = c
+        for a, p in mono:
+            atom = _atom_from_json(a)
+            for _ in range(p):
+                term = term * atom
+        total = total + term
+    return total
+
+
+_FNS = {"floordiv": floordiv, "mod": mod, "min": dmin, "max": dmax}
+
+
+def _atom_from_json(a: dict):
+    if "sym" in a:
+        return sym(a["sym"])
+    x, y = (dim_from_json(v) for v in a["args"])
+    return _FNS[a["fn"]](x, y)
 
 
 def type_json(t) -> dict:
     if isinstance(t, TensorType):
-        return {"tensor": int(t.dtype),
-                "shape": None if t.shape is None else [d if isinstance(d, int) else str(d) for d in t.shape]}
+        j = {"tensor": int(t.dtype),
+             "shape": None if t.shape is None else [d if isinstance(d, int) else str(d) for d in t.shape]}
+        if t.shape is not None and any(not isinstance(d, int) for d in t.shape):
+            j["exprs"] = [dim_json(d) for d in t.shape]  # the exact dims, e.g. 2*N (the shape is text)
+        return j
     if isinstance(t, SequenceType):
         return {"sequence": type_json(t.elem)}
     if isinstance(t, OptionalType):
         return {"optional": type_json(t.elem)}
     raise CompileError(f"type {t} cannot cross the artifact's API")
+
+
+def type_from_json(j: dict):
+    """The IR type ``type_json`` wrote (exact dims when the manifest has them, else from their names)."""
+    if "tensor" in j:
+        shape = j["shape"]
+        if "exprs" in j:
+            dims = tuple(dim_from_json(d) for d in j["exprs"])
+        else:
+            dims = None if shape is None else tuple(d if isinstance(d, int) else sym(d) for d in shape)
+        return TensorType(DType(j["tensor"]), dims)
+    if "sequence" in j:
+        return SequenceType(type_from_json(j["sequence"]))
+    if "optional" in j:
+        return OptionalType(type_from_json(j["optional"]))
+    raise ModelError(f"unknown type in manifest: {j}")
 
 
 def _describe(t) -> str:

@@ -4,7 +4,9 @@ Key = sha256 of (format version, C source, full compiler command line, compiler 
 runtime headers). Entries live at ``<cache>/<key[:2]>/<key>.so``; writes go to a temp file and are
 renamed into place under a per-key lock, so concurrent processes never see half-written libraries.
 ``ONNXC_FAIL_ON_COMPILE=1`` turns any cache miss into a CompileError (tests use it to prove a
-compile was not needed). Counters record hits and misses for tests.
+compile was not needed). Counters record hits and misses for tests: ``hits``/``misses`` count
+libraries found / compiled (a model-cache hit, codegen/model_cache.py, counts as a hit);
+``model_hits``/``model_misses`` count the model cache's lookups.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from onnxc.ir import CompileError
 from .compiler import CompilerConfig, compile_shared, compiler_version, runtime_dir
 
 FORMAT_VERSION = "1"
-stats = {"hits": 0, "misses": 0}
+stats = {"hits": 0, "misses": 0, "model_hits": 0, "model_misses": 0}
 
 
 def cache_dir(override: str | os.PathLike | None = None) -> Path:

@@ -40,6 +40,7 @@ from onnxc.ir.dims import free_symbols, sym, to_c
 
 from .kernels import registry as kb
 from .kernels.base import KernelCtx, Operand
+from .native import aligned_empty
 from .templating import c_string
 
 
@@ -99,7 +100,7 @@ class Program:
     buffers: dict[int, Buffer]
     steps: list[Step]
     dimvars: list[str]                           # D[i] is the variable dimvars[i]
-    weights: bytes
+    weights: memoryview                          # the blob: bytes in 64-byte aligned memory (no copy to run)
     helpers: dict[str, str] = field(default_factory=dict)
     value_buffer: dict[int, int] = field(default_factory=dict)  # Value.id -> buffer id
     n_bound: int = 0                             # dimvars[:n_bound] are bound from the inputs
@@ -130,7 +131,9 @@ class _Lowerer:
         self.buffers: dict[int, Buffer] = {}
         self.vbuf: dict[int, int] = {}
         self.steps: list[Step] = []
-        self.blob = bytearray()
+        # the weights blob: (offset, uint8 array) pieces, copied once into aligned memory by finish_blob()
+        self.blob: list[tuple[int, np.ndarray]] = []
+        self.blob_size = 0
         self.pending: dict[int, np.ndarray] = {}  # weight buffer id -> data, placed by place_weights()
         self.helpers: dict[str, str] = {} if helpers is None else helpers
         self.dimvars: list[str] = []
@@ -165,7 +168,7 @@ class _Lowerer:
         used = {bid for st in self.steps for bid, _ in st.args}
         for bid, arr in self.pending.items():
             if bid in used:
-                self.buffers[bid].index = self.append_blob(arr.tobytes())
+                self.buffers[bid].index = self.append_blob(arr)
         self.pending.clear()
 
     def add_string_weight(self, v: Value) -> None:
@@ -182,12 +185,24 @@ class _Lowerer:
         rows = ",\n".join("    " + ", ".join(items[k:k + 8]) for k in range(0, len(items), 8)) or '    ""'
         self.helpers[b.symbol] = f"static const onnxc_str {b.symbol}[{max(1, len(items))}] = {{\n{rows}\n}};"
 
-    def append_blob(self, data: bytes) -> int:
-        """Append 64-byte aligned data to the weights blob; returns its offset."""
-        self.blob += b"\0" * ((-len(self.blob)) % 64)
-        off = len(self.blob)
-        self.blob += data
+    def append_blob(self, data: np.ndarray | memoryview) -> int:
+        """Append a contiguous array (or bytes-like object) at a 64-byte aligned offset of the weights
+        blob; returns the offset. The data is copied by ``finish_blob``."""
+        raw = data.reshape(-1).view(np.uint8) if isinstance(data, np.ndarray) else np.frombuffer(data, np.uint8)
+        self.blob_size += -self.blob_size % 64
+        off = self.blob_size
+        self.blob.append((off, raw))
+        self.blob_size += raw.size
         return off
+
+    def finish_blob(self) -> memoryview:
+        """The weights blob in one aligned buffer, each piece copied once and let go (the run path uses
+        this memory as is: no second copy; padding stays zero)."""
+        buf = aligned_empty(self.blob_size, zero=True)
+        while self.blob:
+            off, raw = self.blob.pop()
+            buf[off:off + raw.size] = raw
+        return memoryview(buf)
 
     def dim_c(self, d: Dim) -> str:
         return to_c(d, lambda s: f"D[{self.dimvars.index(s)}]")
@@ -225,7 +240,7 @@ class _Lowerer:
         outputs = self.place_outputs()
         self.plan_lifetimes()
         self.place_weights()
-        return Program(inputs, outputs, self.buffers, self.steps, self.dimvars, bytes(self.blob),
+        return Program(inputs, outputs, self.buffers, self.steps, self.dimvars, self.finish_blob(),
                        self.helpers, self.vbuf, n_bound, self.subprograms)
 
     def check_dims(self, node: Node, v: Value) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import mmap
 import os
 import threading
 from pathlib import Path
@@ -31,6 +33,8 @@ void onnxc_model_free(void *p);
 void onnxc_model_value_free(void *p);
 const unsigned char *onnxc_model_weights(size_t *size);  /* AOT artifacts with embedded weights only */
 """
+
+Buffer = bytes | bytearray | memoryview | np.ndarray  # a weights blob: anything numpy can view as bytes
 
 _ffi = cffi.FFI()
 _ffi.cdef(CDEF)
@@ -74,15 +78,18 @@ def open_library(path: Path, ffi: cffi.FFI = _ffi):
 class NativeModel:
     """A loaded model library plus its weights blob; ``run`` takes and returns numpy arrays."""
 
-    def __init__(self, lib_path: Path, weights: bytes | None, out_dtypes: list, threads: int = 1,
+    def __init__(self, lib_path: Path, weights: Buffer | None, out_dtypes: list, threads: int = 1,
                  in_types: list | None = None, prefix: str = "onnxc_model"):
         """``out_dtypes``: per output its DType, or its IR type when it is a sequence/optional;
         ``in_types``: per input None for tensors, the IR type for sequence/optional inputs;
-        ``weights``: the blob, or None when the library embeds it (AOT artifacts: ``<prefix>_weights()``);
+        ``weights``: the blob (any bytes-like object; used in place when 64-byte aligned, e.g. the
+        Program's blob or ``read_weights``, else copied), or None when the library embeds it (AOT
+        artifacts: ``<prefix>_weights()``);
         the run function is ``<prefix>_run``."""
         self.ffi = ffi = ffi_for(prefix)
         self.lib = open_library(lib_path, ffi)
         self.path = lib_path
+        self.prefix = prefix
         self._run = getattr(self.lib, f"{prefix}_run")
         self._run_into = getattr(self.lib, f"{prefix}_run_into")
         self._free = getattr(self.lib, f"{prefix}_free")
@@ -90,7 +97,7 @@ class NativeModel:
         if weights is None:
             self._wptr = getattr(self.lib, f"{prefix}_weights")(ffi.new("size_t *"))
         else:
-            self._weights = aligned_copy(weights) if weights else np.zeros(64, np.uint8)
+            self._weights = as_aligned(weights)
             self._wptr = ffi.from_buffer("unsigned char[]", self._weights)
         self.out_dtypes = [d if isinstance(d, (SequenceType, OptionalType)) else DType(d) for d in out_dtypes]
         self.in_types = in_types or []
@@ -159,15 +166,41 @@ def status_error(st: int, msg: str) -> Exception:
     return RuntimeFailure(msg)
 
 
-def aligned_copy(data: bytes) -> np.ndarray:
+_HUGE = 4 << 20  # blobs from this size get their own mapping, backed by transparent huge pages
+
+
+def aligned_empty(n: int, zero: bool = False) -> np.ndarray:
+    """``n`` bytes of 64-byte aligned memory (a uint8 array), zeroed when ``zero`` (pages are only
+    touched when written). Large buffers (weights) are an anonymous mapping advised to use huge pages:
+    filling a fresh 550 MB blob then costs a few hundred 2 MB page faults instead of 140000 4 kB ones
+    (measured: 0.3 s instead of 2.4 s to read the VGG-19 weights into it)."""
+    if n >= _HUGE:
+        m = mmap.mmap(-1, n, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)  # page-aligned, zeroed
+        with contextlib.suppress(AttributeError, OSError):  # (no THP: plain pages)
+            m.madvise(mmap.MADV_HUGEPAGE)
+        return np.frombuffer(m, np.uint8)
+    buf = (np.zeros if zero else np.empty)(n + 64, np.uint8)
+    off = -buf.ctypes.data % 64
+    return buf[off:off + n]
+
+
+def aligned_copy(data: Buffer) -> np.ndarray:
     """``data`` in 64-byte aligned memory. Weight offsets in the blob are 64-byte aligned, but the
     buffer of a bytes object is not (16 mod 64): unaligned, every vector load of a weight row would
     straddle two cache lines (measured: a 1.6x slower recurrent step)."""
-    buf = np.empty(len(data) + 64, np.uint8)
-    off = -buf.ctypes.data % 64
-    out = buf[off:off + len(data)]
-    out[:] = np.frombuffer(data, np.uint8)
+    src = np.frombuffer(data, np.uint8)
+    out = aligned_empty(src.size)
+    out[:] = src
     return out
+
+
+def as_aligned(data: Buffer) -> np.ndarray:
+    """``data`` as a 64-byte aligned uint8 array: the same memory when it is aligned already (no
+    second copy of the weights), else an aligned copy; never empty (a valid pointer for the C side)."""
+    a = np.frombuffer(data, np.uint8)
+    if not a.size:
+        return np.zeros(64, np.uint8)
+    return a if a.ctypes.data % 64 == 0 else aligned_copy(a)
 
 
 def string_pointers(a: np.ndarray, keep: list, what: str, ffi: cffi.FFI = _ffi) -> np.ndarray:

@@ -15,10 +15,16 @@ import os
 import re
 from pathlib import Path
 
-from onnxc.codegen.artifact import MANIFEST, build_library, check_name, checksum, write_sources
+from onnxc.codegen.artifact import (
+    MANIFEST,
+    build_library,
+    check_name,
+    read_weights,
+    type_from_json,
+    write_sources,
+)
 from onnxc.codegen.native import NativeModel
-from onnxc.ir import DType, ModelError, OptionalType, SequenceType, TensorType
-from onnxc.ir.dims import sym
+from onnxc.ir import ModelError
 
 from .api import CompiledModel, _info, compiler_config, lower_model, native_types
 
@@ -61,34 +67,33 @@ def load(path: str | os.PathLike, *, threads: int | None = None) -> CompiledMode
         raise ModelError(f"{d}: not an onnxc artifact (no {MANIFEST})") from None
     except ValueError as e:
         raise ModelError(f"{d / MANIFEST}: invalid manifest: {e}") from e
-    lib = d / manifest["library"]
-    if not lib.exists():
-        raise ModelError(f"{d}: {manifest['library']} is missing (built with --emit-c? run make there)")
-    w = manifest["weights"]
-    weights = None
-    if w["mode"] == "file":
-        weights = (d / w["file"]).read_bytes()
-        if len(weights) != w["size"] or checksum(weights) != w["checksum"]:
-            raise ModelError(f"{d / w['file']}: size or checksum does not match the manifest")
-    ins = [_info(e["name"], type_from_json(e["type"])) for e in manifest["inputs"]]
-    outs = [_info(e["name"], type_from_json(e["type"])) for e in manifest["outputs"]]
+    return open_artifact(d, manifest, threads)
+
+
+def open_artifact(d: Path, manifest: dict, threads: int | None = None) -> CompiledModel:
+    """The CompiledModel of the artifact folder ``d`` described by ``manifest`` (an AOT artifact, or an
+    entry of the model cache, codegen/model_cache.py). A weights file is read once into aligned memory
+    and checked against the manifest's size and checksum; ModelError when anything does not match."""
+    try:
+        lib = d / manifest["library"]
+        if not lib.exists():
+            raise ModelError(f"{d}: {manifest['library']} is missing (built with --emit-c? run make there)")
+        w = manifest["weights"]
+        weights = None
+        if w["mode"] == "file":
+            weights = read_weights(d / w["file"], w["size"], w["checksum"])
+        ins = [_info(e["name"], type_from_json(e["type"])) for e in manifest["inputs"]]
+        outs = [_info(e["name"], type_from_json(e["type"])) for e in manifest["outputs"]]
+        prefix = manifest["prefix"]
+        early = [e.get("early") for e in manifest["outputs"]]
+    except (KeyError, TypeError, ValueError) as e:
+        raise ModelError(f"{d / MANIFEST}: invalid manifest: {e!r}") from None
+    except OSError as e:
+        raise ModelError(f"{d}: cannot read the artifact: {e}") from None
     out_types, in_types = native_types(ins, outs)
     nthreads = threads or manifest.get("threads") or os.cpu_count() or 1
-    native = NativeModel(lib, weights, out_types, nthreads, in_types, prefix=manifest["prefix"])
-    early = [e.get("early") for e in manifest["outputs"]]
+    native = NativeModel(lib, weights, out_types, nthreads, in_types, prefix=prefix)
     return CompiledModel(native, ins, outs, early=early if all(isinstance(x, bool) for x in early) else None)
-
-
-def type_from_json(j: dict):
-    if "tensor" in j:
-        shape = j["shape"]
-        dims = None if shape is None else tuple(d if isinstance(d, int) else sym(d) for d in shape)
-        return TensorType(DType(j["tensor"]), dims)
-    if "sequence" in j:
-        return SequenceType(type_from_json(j["sequence"]))
-    if "optional" in j:
-        return OptionalType(type_from_json(j["optional"]))
-    raise ModelError(f"unknown type in manifest: {j}")
 
 
 __all__ = ["build", "load"]

@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from onnxc.codegen import cache as c_cache
+from onnxc.codegen import model_cache
 from onnxc.codegen.cache import build_cached
-from onnxc.codegen.compiler import CompilerConfig
+from onnxc.codegen.compiler import CompilerConfig, compiler_version
 from onnxc.codegen.emit import emit_c
 from onnxc.codegen.lower import Program, lower
 from onnxc.codegen.native import NativeModel
-from onnxc.ir import DType, InputError, Model, TensorType
+from onnxc.ir import CompileError, DType, InputError, Model, ModelError, TensorType
 from onnxc.passes.pipeline import optimize
 
 from .fastpath import FastPath
@@ -88,24 +92,33 @@ def _info(name: str, t) -> TensorInfo:
 
 
 class CompiledModel:
-    """A model compiled to native code. ``run(dict) -> dict``; ``model(*arrays)`` positional."""
+    """A model compiled to native code. ``run(dict) -> dict``; ``model(*arrays)`` positional.
+
+    ``ir``, ``program`` and ``c_source`` (the optimized IR, the lowered Program, the C source) are kept
+    only when given; a model from ``onnxc.compile`` recomputes them on first use (``recompute``), so a
+    compiled model does not hold its weights a second and third time in the IR and the Program."""
 
     def __init__(self, native: NativeModel, inputs: list[TensorInfo], outputs: list[TensorInfo],
-                 ir: Model | None = None, program: Program | None = None, source: str | None = None,
-                 timings: dict | None = None, early: list[bool] | None = None):
+                 ir: Model | None = None, program: Program | None = None, source: str | Path | None = None,
+                 timings: dict | None = None, early: list[bool] | None = None,
+                 recompute: Callable[[], tuple[Model, Program, str]] | None = None):
+        """``source``: the C source, or the file holding it (read on first use); ``recompute``: gives
+        (IR, Program, C source) again when ``ir``/``program`` are asked for and were not given."""
         self._native = native
         self.inputs = inputs
         self.outputs = outputs
-        self.ir = ir
-        self.program = program
-        self.c_source = source
+        self._ir = ir
+        self._program = program
+        self._source = source
+        self._recompute = recompute
         self.timings = timings or {}
         self._in_names = [i.name for i in inputs]
         self._out_names = [o.name for o in outputs]
         try:  # the per-call fast path (onnxc/fastpath.py) for numeric tensor models
             if early is None and program is not None:
                 early = output_plan(program)
-            self._fast = FastPath(native, [i.type for i in inputs], [o.type for o in outputs], early or [])
+            self._fast = FastPath(native, [i.type for i in inputs], [o.type for o in outputs], early or [],
+                                  (self._in_names, self._out_names))
         except ValueError:
             self._fast = None
         self._views = {i: v for i, o in enumerate(outputs)
@@ -155,6 +168,10 @@ class CompiledModel:
     def run(self, feeds: dict, output_names: list[str] | None = None) -> dict[str, np.ndarray]:
         outs = None
         fast = self._fast
+        if fast is not None and output_names is None and not self._views:  # dict in, dict out, all generated
+            res = fast.call_dict(feeds)
+            if res is not None:
+                return res
         if fast is not None and len(feeds) == fast.n_in:
             try:
                 arrays = [feeds[n] for n in self._in_names]
@@ -185,6 +202,39 @@ class CompiledModel:
 
     def __repr__(self) -> str:
         return f"<onnxc.CompiledModel inputs={self.inputs} outputs={self.outputs}>"
+
+    @property
+    def ir(self) -> Model | None:
+        """The IR after the passes (None for a loaded AOT artifact)."""
+        if self._ir is None:
+            self._materialize()
+        return self._ir
+
+    @property
+    def program(self) -> Program | None:
+        """The lowered Program (None for a loaded AOT artifact)."""
+        if self._program is None:
+            self._materialize()
+        return self._program
+
+    @property
+    def c_source(self) -> str | None:
+        """The C source of the library (None for a loaded AOT artifact)."""
+        if isinstance(self._source, Path):
+            try:
+                self._source = self._source.read_text()
+            except OSError:  # the cache entry went away: compute it again
+                self._source = None
+        if self._source is None:
+            self._materialize()
+        return self._source
+
+    def _materialize(self) -> None:
+        if self._recompute is not None:
+            ir, program, source = self._recompute()
+            self._ir, self._program, self._recompute = ir, program, None
+            if self._source is None:
+                self._source = source
 
 
 def output_plan(program: Program) -> list[bool]:
@@ -245,16 +295,116 @@ def compile(model, *, threads: int | None = None, cache_dir: str | os.PathLike |
     optimization flags (default ``-O3 -march=native``). ``check_ir``: run the IR checker after every
     pass (default from ``$ONNXC_CHECK_IR``). ``dump_ir``: print the IR after the named passes or "all".
     ``profile``: time each kernel step; read the sums with ``onnxc.profile.read_profile(model)``.
+
+    A model compiled before with the same options (the same file bytes, threads, compiler, flags and
+    onnxc version) comes from the model cache (codegen/model_cache.py) without being parsed; its
+    ``ir``/``program``/``c_source`` are computed again from ``model`` when first asked for.
     """
     t0 = time.perf_counter()
-    m, program, nthreads, timings = lower_model(model, threads, check_ir, dump_ir)
+    nthreads = threads or os.cpu_count() or 1
+    cfg = compiler_config(cc, flags)
+    root = c_cache.cache_dir(cache_dir)
+    data = model
+    key = None
+    if dump_ir is None and not isinstance(model, Model):  # (dumping the IR means running the passes)
+        data, key = _model_key(model, root, nthreads, cfg, profile)
+
+    def recompute() -> tuple[Model, Program, str]:
+        m, program, _, _ = lower_model(model, nthreads, check_ir)
+        return m, program, emit_c(program, profile=profile)
+
+    base_dir = os.path.dirname(os.path.abspath(model)) if isinstance(model, (str, os.PathLike)) else None
+    if key is not None:
+        cm = _from_model_cache(root, key, nthreads, recompute, base_dir)
+        if cm is not None:
+            t = time.perf_counter() - t0
+            cm.timings = {"load": t, "passes": 0.0, "codegen": 0.0, "build": 0.0, "total": t, "model_cache_hit": 1.0}
+            return cm
+    t1 = time.perf_counter()
+    externals: list[str] = []
+    if not isinstance(data, Model):
+        from onnxc.frontend import load_model
+
+        if key is not None and base_dir is not None:  # parsed here to list its external files
+            from onnxc.frontend import schema
+            from onnxc.frontend.loader import read_source
+
+            data, _, _ = read_source(model, schema.ModelProto, "ModelProto")
+            externals = model_cache.external_files(data, base_dir)
+        data = load_model(data, base_dir=base_dir)  # the protobuf (or its bytes) is let go here
+    load_s = time.perf_counter() - t1
+    m, program, nthreads, timings = lower_model(data, nthreads, check_ir, dump_ir)
+    del data
     source = emit_c(program, profile=profile)
-    t3 = time.perf_counter()
-    so = build_cached(source, compiler_config(cc, flags), cache_dir)
-    t4 = time.perf_counter()
     ins, outs = io_infos(m, program)
+    early = output_plan(program)
+    weights = program.weights
+    pending = None
+    if key is not None:
+        manifest = model_cache.manifest([(i.name, i.type) for i in ins],
+                                        [(o.name, o.type, e) for o, e in zip(outs, early)], weights, nthreads)
+        if manifest is not None:  # written while the C compiler runs
+            pending = model_cache.PendingEntry(root, key, manifest, source, weights, externals, base_dir)
+        m, program = None, None  # recomputed when asked for: the weights stay in the native model only
+        gc.collect()  # the IR's producer/use links are cycles: free its constants now, not at some later GC
+    t3 = time.perf_counter()
+    try:
+        so = build_cached(source, cfg, cache_dir)
+    except BaseException:
+        if pending is not None:
+            pending.abandon()
+        raise
+    if pending is not None:
+        pending.commit(so)
+    t4 = time.perf_counter()
     out_types, in_types = native_types(ins, outs)
-    native = NativeModel(Path(so), program.weights, out_types, nthreads, in_types)
-    timings = {"load": timings["load"], "passes": timings["passes"], "codegen": t3 - t0 - timings["load"]
-               - timings["passes"], "build": t4 - t3, "total": time.perf_counter() - t0}
-    return CompiledModel(native, ins, outs, m, program, source, timings)
+    native = NativeModel(Path(so), weights, out_types, nthreads, in_types)
+    timings = {"load": load_s + timings["load"], "passes": timings["passes"],
+               "codegen": t3 - t1 - load_s - timings["load"] - timings["passes"], "build": t4 - t3,
+               "total": time.perf_counter() - t0}
+    return CompiledModel(native, ins, outs, m, program, source, timings, early,
+                         recompute if key is not None else None)
+
+
+def _model_key(model, root: Path, threads: int, cfg: CompilerConfig, profile: bool) -> tuple[object, str | None]:
+    """(What to load on a miss, the model-cache key), the key None when the model cannot be keyed (an
+    unreadable file: the frontend reports it; no C compiler: the compile reports it). A protobuf
+    message is serialized once, for the key and the frontend."""
+    data = model
+    try:
+        if isinstance(model, (str, os.PathLike)):
+            digest = model_cache.file_digest(model, root)
+        elif isinstance(model, (bytes, bytearray, memoryview)):
+            digest = model_cache.bytes_digest(model)
+        elif hasattr(model, "SerializeToString"):
+            data = model.SerializeToString(deterministic=True)
+            digest = model_cache.bytes_digest(data)
+        else:
+            return model, None
+        options = {"threads": threads, "cc": cfg.cc, "cc_version": compiler_version(cfg.cc),
+                   "flags": list(cfg.flags), "openmp": cfg.openmp, "profile": bool(profile)}
+    except (OSError, CompileError):
+        return data, None
+    return data, model_cache.model_key(digest, options)
+
+
+def _from_model_cache(root: Path, key: str, threads: int, recompute: Callable[[], tuple[Model, Program, str]],
+                      base_dir: str | None) -> CompiledModel | None:
+    """The model of cache entry ``key``, or None (counted as a model-cache miss) when there is none or
+    it fails a check; a bad entry is discarded, to be rebuilt by this compile. ``base_dir``: the
+    folder of the model file (its external data files are there)."""
+    from .aot import open_artifact
+
+    try:
+        entry = model_cache.lookup(root, key, base_dir)
+        cm = None if entry is None else open_artifact(entry.dir, entry.manifest, threads)
+    except (model_cache.EntryError, ModelError, OSError):
+        model_cache.discard(root, key)
+        entry = cm = None
+    if cm is None:
+        c_cache.stats["model_misses"] += 1
+        return None
+    c_cache.stats["hits"] += 1
+    c_cache.stats["model_hits"] += 1
+    cm._source, cm._recompute = entry.source_path, recompute
+    return cm

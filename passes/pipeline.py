@@ -17,8 +17,9 @@ from .eliminate_common_subexpressions import eliminate_common_subexpressions
 from .eliminate_dead_code import eliminate_dead_code
 from .fold_batchnorm import fold_batchnorm
 from .fold_constants import fold_constants
+from .fuse_attention import fuse_attention
 from .fuse_elementwise import fuse_elementwise
-from .fuse_gemv_epilogue import fuse_gemv_epilogue
+from .fuse_epilogues import fuse_epilogues
 from .infer_shapes import infer_shapes
 from .inline_functions import inline_functions
 from .lift_captures import lift_captures
@@ -37,7 +38,8 @@ def steps() -> list[Step]:
         ("fold_batchnorm", fold_batchnorm),
         ("eliminate_common_subexpressions", eliminate_common_subexpressions),
         ("remove_identities", remove_identities),
-        ("fuse_gemv_epilogue", fuse_gemv_epilogue),
+        ("fuse_attention", fuse_attention),
+        ("fuse_epilogues", fuse_epilogues),
         ("fuse_elementwise", fuse_elementwise),
         ("eliminate_dead_code", eliminate_dead_code),
     ]

@@ -15,7 +15,7 @@
  * prefetch-friendly streams. Register tiles keep eight or more vector accumulators (enough
  * independent FMA chains): with 512-bit vectors 8 rows x 1 panel (sixteen), 4 x 1, 2 x 2 and 1 x 4;
  * with narrower ones 2 x 1 and 1 x 2. Rows go in blocks of ONNXC_RNN_MBLK that stay cached while
- * the panels stream past. Threads split the panels, or the rows when there are few panels. The
+ * the panels stream past. Threads split the panels, or the rows when there are few panels, in chunks handed out dynamically. The
  * block function is not inlined so that it keeps this header's code generation options (512-bit
  * vectors) instead of the caller's.
  *
@@ -43,9 +43,13 @@
 #ifndef ONNXC_RNN_MBLK
 #define ONNXC_RNN_MBLK 128
 #endif
-/* Below this many multiply-adds a product runs on one thread (a fork/join costs a few microseconds). */
+/* Below this many multiply-adds a product runs on one thread. A fork/join costs a few microseconds on an
+ * idle machine but far more on a busy one: the workers sleep between regions (OMP_WAIT_POLICY=passive,
+ * codegen/native.py) and the join waits for a descheduled one. Measured on the shared 2-core VM (load
+ * average 5): the input projection of the LSTM benchmark (32 x 64 x 512, 1 Mi multiply-adds, ~10 us on
+ * one core) took the whole model from 115 to 184 us (median) when split between two threads. */
 #ifndef ONNXC_RNN_PAR_MIN
-#define ONNXC_RNN_PAR_MIN 262144
+#define ONNXC_RNN_PAR_MIN 4194304
 #endif
 
 /* A direction runs its time steps on several threads (each owning a range of hidden units, with one
@@ -197,18 +201,23 @@ static inline int onnxc_rnn_bar_wait(onnxc_rnn_bar *b, int n) {
                                     bp, c + i0 * ldc, ldc, 0, np);                                   \
             return;                                                                                  \
         }                                                                                            \
-        /* threads split the panels when there are enough of them, else the rows (in 8s) */          \
+        /* threads split the panels when there are enough of them, else the rows (in 8s), in 4 chunks a \
+         * thread handed out dynamically: a thread that starts late (a busy machine, sleeping workers) \
+         * takes fewer instead of making the others wait for its share */                          \
         const int by_rows = np < 4 * (int64_t)nt;                                                    \
-        if (by_rows && nt > (M + 7) / 8) nt = (int)((M + 7) / 8);                                    \
-        _Pragma("omp parallel for num_threads(nt) schedule(static)")                                 \
-        for (int t = 0; t < nt; t++) {                                                               \
+        const int64_t units = by_rows ? (M + 7) / 8 : np;                                            \
+        const int64_t nch = units < 4 * (int64_t)nt ? units : 4 * (int64_t)nt;                        \
+        if (nt > nch) nt = (int)nch;                                                                 \
+        _Pragma("omp parallel for num_threads(nt) schedule(dynamic, 1)")                             \
+        for (int64_t ch = 0; ch < nch; ch++) {                                                       \
+            const int64_t u0 = units * ch / nch, u1 = units * (ch + 1) / nch;                        \
             int64_t r0 = 0, r1 = M, q0 = 0, q1 = np;                                                 \
             if (by_rows) {                                                                           \
-                r0 = M * t / nt / 8 * 8;                                                             \
-                r1 = t == nt - 1 ? M : M * (t + 1) / nt / 8 * 8;                                     \
+                r0 = u0 * 8;                                                                         \
+                r1 = u1 * 8 < M ? u1 * 8 : M;                                                        \
             } else {                                                                                 \
-                q0 = np * t / nt;                                                                    \
-                q1 = np * (t + 1) / nt;                                                              \
+                q0 = u0;                                                                             \
+                q1 = u1;                                                                             \
             }                                                                                        \
             for (int64_t i0 = r0; i0 < r1; i0 += ONNXC_RNN_MBLK)                                     \
                 onnxc_rnn_block_##S(r1 - i0 < ONNXC_RNN_MBLK ? r1 - i0 : ONNXC_RNN_MBLK, K, a + i0 * lda, \
@@ -296,37 +305,103 @@ static inline __m512 onnxc_rnn_vtanh(__m512 x) {
     return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(r), sign));
 }
 
+/* The gate math of the 16 units [k, k + 16) (lanes m) from their pre-activations without peepholes. */
+static inline void onnxc_lstm_cell16(__m512 xi, __m512 xo, __m512 xf, __m512 xc, int64_t k, __mmask16 m, int64_t H,
+                                     const float *P, float clip, int input_forget, float *hb, float *cb) {
+    const int clipped = clip != INFINITY;
+    const __m512 hi = _mm512_set1_ps(clipped ? clip : INFINITY), lo = _mm512_set1_ps(clipped ? -clip : -INFINITY);
+#define ONNXC_LSTM_CLIP(v) (clipped ? _mm512_min_ps(hi, _mm512_max_ps(lo, (v))) : (v))
+    const __m512 cp = _mm512_maskz_loadu_ps(m, cb + k);
+    if (P) {
+        xi = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, P + k), cp, xi);
+        xf = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, P + 2 * H + k), cp, xf);
+    }
+    const __m512 ig = onnxc_rnn_vsigmoid(ONNXC_LSTM_CLIP(xi));
+    const __m512 fg = input_forget ? _mm512_sub_ps(_mm512_set1_ps(1.0f), ig) : onnxc_rnn_vsigmoid(ONNXC_LSTM_CLIP(xf));
+    const __m512 cg = onnxc_rnn_vtanh(ONNXC_LSTM_CLIP(xc));
+    const __m512 cn = _mm512_fmadd_ps(fg, cp, _mm512_mul_ps(ig, cg));
+    if (P) xo = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, P + H + k), cn, xo);
+    const __m512 og = onnxc_rnn_vsigmoid(ONNXC_LSTM_CLIP(xo));
+    _mm512_mask_storeu_ps(hb + k, m, _mm512_mul_ps(og, onnxc_rnn_vtanh(cn)));
+    _mm512_mask_storeu_ps(cb + k, m, cn);
+#undef ONNXC_LSTM_CLIP
+}
+
 static inline void onnxc_lstm_gates_s(int64_t k0, int64_t k1, int64_t H, const float *gx, const float *gr,
                                       const float *bias, const float *P, float clip, int input_forget, float *hb,
                                       float *cb) {
-    const int clipped = clip != INFINITY;
-    const __m512 hi = _mm512_set1_ps(clipped ? clip : INFINITY), lo = _mm512_set1_ps(clipped ? -clip : -INFINITY);
-    const __m512 one = _mm512_set1_ps(1.0f);
     for (int64_t k = k0; k < k1; k += 16) {
         const __mmask16 m = k1 - k >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (k1 - k)) - 1);
 #define ONNXC_LSTM_PRE(g)                                                                                   \
         _mm512_add_ps(_mm512_add_ps(_mm512_maskz_loadu_ps(m, gx + (g) * H + k), _mm512_maskz_loadu_ps(m, gr + (g) * H + k)), \
                       _mm512_maskz_loadu_ps(m, bias + (g) * H + k))
-#define ONNXC_LSTM_CLIP(v) (clipped ? _mm512_min_ps(hi, _mm512_max_ps(lo, (v))) : (v))
-        const __m512 cp = _mm512_maskz_loadu_ps(m, cb + k);
-        __m512 xi = ONNXC_LSTM_PRE(0), xo = ONNXC_LSTM_PRE(1), xf = ONNXC_LSTM_PRE(2), xc = ONNXC_LSTM_PRE(3);
-        if (P) {
-            xi = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, P + k), cp, xi);
-            xf = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, P + 2 * H + k), cp, xf);
-        }
-        const __m512 ig = onnxc_rnn_vsigmoid(ONNXC_LSTM_CLIP(xi));
-        const __m512 fg = input_forget ? _mm512_sub_ps(one, ig) : onnxc_rnn_vsigmoid(ONNXC_LSTM_CLIP(xf));
-        const __m512 cg = onnxc_rnn_vtanh(ONNXC_LSTM_CLIP(xc));
-        const __m512 cn = _mm512_fmadd_ps(fg, cp, _mm512_mul_ps(ig, cg));
-        if (P) xo = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, P + H + k), cn, xo);
-        const __m512 og = onnxc_rnn_vsigmoid(ONNXC_LSTM_CLIP(xo));
-        _mm512_mask_storeu_ps(hb + k, m, _mm512_mul_ps(og, onnxc_rnn_vtanh(cn)));
-        _mm512_mask_storeu_ps(cb + k, m, cn);
+        onnxc_lstm_cell16(ONNXC_LSTM_PRE(0), ONNXC_LSTM_PRE(1), ONNXC_LSTM_PRE(2), ONNXC_LSTM_PRE(3), k, m, H, P, clip,
+                          input_forget, hb, cb);
 #undef ONNXC_LSTM_PRE
-#undef ONNXC_LSTM_CLIP
+    }
+}
+
+/* ---- One LSTM step of one batch row, product and gate math fused ------------------------------------
+ *
+ *   void onnxc_lstm_step_s(int64_t q0, int64_t q1, int back, int64_t H, const float *h, const float *RP,
+ *                          const float *gx, const float *bias, const float *P, float clip, int input_forget,
+ *                          float *hn, float *cb);
+ *
+ * For the hidden units [32 q0, 32 q1) (H a multiple of ONNXC_RNN_P_S = 32): their four gate columns of
+ * h R^T (R packed in panels, gate g's units [32 q, 32 q + 32) in panel g H / 32 + q) accumulate in eight
+ * registers over one pass of those panels, then the gate math of onnxc_lstm_gates_s runs on them at
+ * once and writes hn (which must not be h) and cb. At batch 1 a step reads R (4 H x H floats, 256 KiB at
+ * H = 128) from L2 once: L2 bandwidth bounds it (measured 1.58 us per 256 KiB on a 2.6 GHz Xeon, 64
+ * bytes a cycle), and the gate math of one group of units overlaps the loads of the next instead of
+ * following the whole product. back = 1 walks the groups and k backwards: callers alternate it from step
+ * to step so that each step starts on the part of R the previous one read last, still in L1 (measured:
+ * 6% less time per step at H = 128). The sum over k then runs in the other order on those steps. */
+static inline void onnxc_lstm_step_s(int64_t q0, int64_t q1, int back, int64_t H, const float *restrict h,
+                                     const float *restrict RP, const float *gx, const float *bias, const float *P,
+                                     float clip, int input_forget, float *hn, float *cb) {
+    const int64_t hpg = H / ONNXC_RNN_P_S, pst = H * ONNXC_RNN_P_S; /* panels per gate, floats per panel */
+    const int64_t dk = back ? -1 : 1;
+    for (int64_t n = 0; n < q1 - q0; n++) {
+        const int64_t q = back ? q1 - 1 - n : q0 + n;
+        const float *restrict b = RP + q * pst;
+        __m512 a[4][2];
+        for (int g = 0; g < 4; g++) a[g][0] = a[g][1] = _mm512_setzero_ps();
+        for (int64_t i = 0, k = back ? H - 1 : 0; i < H; i++, k += dk) {
+            const __m512 hv = _mm512_set1_ps(h[k]);
+            _Pragma("GCC unroll 4") for (int g = 0; g < 4; g++) {
+                const float *restrict r = b + g * hpg * pst + k * ONNXC_RNN_P_S;
+                a[g][0] = _mm512_fmadd_ps(hv, _mm512_loadu_ps(r), a[g][0]);
+                a[g][1] = _mm512_fmadd_ps(hv, _mm512_loadu_ps(r + 16), a[g][1]);
+            }
+        }
+        for (int v = 0; v < 2; v++) {
+            const int64_t k = q * ONNXC_RNN_P_S + 16 * v;
+#define ONNXC_LSTM_PRE(g) \
+            _mm512_add_ps(_mm512_add_ps(_mm512_loadu_ps(gx + (g) * H + k), a[g][v]), _mm512_loadu_ps(bias + (g) * H + k))
+            onnxc_lstm_cell16(ONNXC_LSTM_PRE(0), ONNXC_LSTM_PRE(1), ONNXC_LSTM_PRE(2), ONNXC_LSTM_PRE(3), k,
+                              (__mmask16)0xffff, H, P, clip, input_forget, hn, cb);
+#undef ONNXC_LSTM_PRE
+        }
     }
 }
 #define ONNXC_LSTM_VGATES 1
+/* The fused batch-1 step (onnxc_lstm_step_s) runs on several threads from this many multiply-adds per
+ * step (4 H x H): each thread streams its share of R from its own core's L2, one barrier per step.
+ * Measured on the shared 2-core VM under load (load average 8): at H = 128 and 256 the threaded steps
+ * took 2.7x and 5x the time of one thread (median; a barrier waits for a descheduled thread for a
+ * whole time slice before the fallback to one thread starts), so the threshold stays that of the
+ * unfused steps. On an idle machine two threads would save about a third at H = 128 (a step of ~1.7 us
+ * on one core against ~0.9 us plus a barrier on two). */
+#ifndef ONNXC_LSTM_FUSED_PAR_MIN
+#define ONNXC_LSTM_FUSED_PAR_MIN ONNXC_RNN_STEP_PAR_MIN
+#endif
+#endif
+
+#ifndef ONNXC_LSTM_FUSED_PAR_MIN
+#define ONNXC_LSTM_FUSED_PAR_MIN ONNXC_RNN_STEP_PAR_MIN
+#endif
+#ifndef ONNXC_LSTM_FUSE /* 0: the batch-1 LSTM step as product then gate math (for comparisons) */
+#define ONNXC_LSTM_FUSE 1
 #endif
 
 #ifdef ONNXC_RNN_POP_OPTIONS

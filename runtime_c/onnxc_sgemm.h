@@ -228,6 +228,18 @@ static inline void onnxc_sg_epilogue(const onnxc_sg_epi *e, float *c, int64_t ld
     }
 }
 
+/* Prefetch the residual rows of the mr x nr tile at (i0, j0) (when the epilogue has one), so the epilogue
+ * that follows the tile's micro-kernel finds them in cache: its 12 rows are 12 streams far apart, which
+ * the hardware prefetcher does not follow. */
+static inline void onnxc_sg_epi_prefetch(const onnxc_sg_epi *e, int64_t i0, int64_t j0, int mr, int nr) {
+    if (!e || !e->res) return;
+    for (int i = 0; i < mr; i++) {
+        const float *r = e->res + (i0 + i) * e->ldr + j0;
+        __builtin_prefetch(r);
+        if (nr > 16) __builtin_prefetch(r + 16);
+    }
+}
+
 /* One GEMM problem, as handed to the stripes. */
 typedef struct {
     int64_t K;
@@ -280,6 +292,7 @@ static inline void onnxc_sg_stripe(const onnxc_sg_job *J, int64_t m0, int64_t m1
                     for (int64_t ir = 0; ir < mc; ir += ONNXC_SG_MR) {
                         const int mr = mc - ir < ONNXC_SG_MR ? (int)(mc - ir) : ONNXC_SG_MR;
                         float *c = J->C + (ic + ir) * ldc + jc + jr;
+                        if (last) onnxc_sg_epi_prefetch(J->epi, ic + ir, jc + jr + ONNXC_SG_NR, mr, nr);
                         onnxc_sg_micro(kc, As + (ir / ONNXC_SG_MR) * aps, bp, c, ldc, mr, nr, J->alpha, beta);
                         if (last && J->epi) onnxc_sg_epilogue(J->epi, c, ldc, ic + ir, jc + jr, mr, nr);
                     }
@@ -463,6 +476,7 @@ static inline int onnxc_sg_conv_rows(int threads, int64_t M, int64_t K, const fl
                 for (int64_t ir = 0; ir < M; ir += ONNXC_SG_MR) {
                     const int mr = M - ir < ONNXC_SG_MR ? (int)(M - ir) : ONNXC_SG_MR;
                     float *c = y + ir * OP;
+                    if (last) onnxc_sg_epi_prefetch(epi, ir, j0 + ONNXC_SG_NR, mr, nr);
                     onnxc_sg_micro(kc, Ap + ir * K + pc * ONNXC_SG_MR, bp, c, OP, mr, nr, 1.0f, pc == 0 ? 0.0f : 1.0f);
                     if (last && epi) onnxc_sg_epilogue(epi, c, OP, ir, j0, mr, nr);
                 }
@@ -497,6 +511,52 @@ static inline void onnxc_sg_pad_input(const float *x, int64_t Cg, int64_t ID, in
         }
     }
     memset(xp + Cg * XD * XH * XW, 0, ONNXC_SG_XSLACK * sizeof(float));
+}
+
+/* onnxc_sg_pad_input with the columns of each padded row split by phase modulo SW: a row becomes SW runs of
+ * XWs = ceil(XW / SW) floats (columns r, r + SW, r + 2 SW, ... in run r; pitch SW * XWs), so a strided
+ * convolution reads the positions of a tap contiguously (column ow * SW + c is element ow + c / SW of run
+ * c % SW) and onnxc_sg_conv_rows can run it with unit stride along W. SW == 1 is onnxc_sg_pad_input. */
+static inline void onnxc_sg_pad_input_phased(const float *x, int64_t Cg, int64_t ID, int64_t IH, int64_t IW,
+                                             int64_t PD, int64_t PH, int64_t PW, int64_t XD, int64_t XH, int64_t XW,
+                                             int64_t SW, float *restrict xp) {
+    if (SW <= 1) {
+        onnxc_sg_pad_input(x, Cg, ID, IH, IW, PD, PH, PW, XD, XH, XW, xp);
+        return;
+    }
+    const int64_t XWs = (XW + SW - 1) / SW, XWp = XWs * SW;
+    for (int64_t c = 0; c < Cg; c++) {
+        for (int64_t zd = 0; zd < XD; zd++) {
+            for (int64_t zh = 0; zh < XH; zh++) {
+                float *d = xp + ((c * XD + zd) * XH + zh) * XWp;
+                const int64_t id = zd - PD, ih = zh - PH;
+                if (id < 0 || id >= ID || ih < 0 || ih >= IH) {
+                    memset(d, 0, (size_t)XWp * sizeof(float));
+                    continue;
+                }
+                const float *src = x + ((c * ID + id) * IH + ih) * IW;
+                for (int64_t r = 0; r < SW; r++, d += XWs) {
+                    /* d[i] = padded column i * SW + r = input column i * SW + r - PW, when inside [0, IW) and XW */
+                    const int64_t off = r - PW;
+                    int64_t lo = off >= 0 ? 0 : (-off + SW - 1) / SW;
+                    int64_t hi = IW - off <= 0 ? 0 : (IW - off + SW - 1) / SW;
+                    const int64_t wmax = XW - r <= 0 ? 0 : (XW - r + SW - 1) / SW;
+                    if (hi > wmax) hi = wmax;
+                    if (lo > hi) lo = hi;
+                    const float *s = src + off;
+                    for (int64_t i = 0; i < lo; i++) d[i] = 0;
+                    if (SW == 2) {
+#pragma omp simd
+                        for (int64_t i = lo; i < hi; i++) d[i] = s[2 * i];
+                    } else {
+                        for (int64_t i = lo; i < hi; i++) d[i] = s[i * SW];
+                    }
+                    for (int64_t i = hi; i < XWs; i++) d[i] = 0;
+                }
+            }
+        }
+    }
+    memset(xp + Cg * XD * XH * XWp, 0, ONNXC_SG_XSLACK * sizeof(float));
 }
 
 #endif /* ONNXC_SGEMM_H */

@@ -37,12 +37,13 @@ from ..templating import render
 from . import half
 from .base import KernelCtx, kernel
 from .epilogue import epilogue, rows_epilogue, sg_epi, use_act
-from .gemm_layout import pack_a, packed_a_size
+from .gemm_layout import pack_a, pack_b, packed_a_size, packed_b_size
 from .nncommon import FLOATS, gemm_expr, lit, omp_for, same_type_accepts, unsupported, use_gemm
 
 _same_weight_type = same_type_accepts(1)
 COL_BUDGET = 1 << 21  # elements of the im2col / col2im scratch buffer per call (8 MiB of float)
 PACKED_COL_BUDGET = 1 << 19  # elements of a packed im2col chunk (2 MiB of float: stays in L2)
+SMALL_OP = 512  # largest output map (positions) the transposed small-output path takes
 
 
 def _as3(vals: list[str], fill: str) -> list[str]:
@@ -110,7 +111,16 @@ def _conv_packed(ctx: KernelCtx, common: dict, win: Window, mode: str, ep, res: 
     w = ctx.ins[1]
     kg = int(np.prod(w.shape[1:]))
     packed = w.const is not None and w.value.type.dtype == DType.FLOAT
-    if packed:
+    small = _small_output(ctx, win, mode, mg)
+    if small:
+        ctx.helper("onnxc_conv", '#include "onnxc_conv.h"')
+    if small and packed:  # W^T as the packed B operand
+        groups = np.asarray(w.const, dtype=np.float32).reshape(g, mg, kg)
+        ctx.repack_const(1, np.concatenate([pack_b(groups[i].T) for i in range(g)]))
+        a, fa = f"in1 + g * {packed_b_size(kg, mg)}", "ONNXC_SG_PACKED"
+    elif small:
+        a, fa = "in1 + g * Mg * KG", "ONNXC_SG_TRANS"
+    elif packed:
         groups = np.asarray(w.const, dtype=np.float32).reshape(g, mg, kg)
         ctx.repack_const(1, np.concatenate([pack_a(groups[i]) for i in range(g)]))
         a, fa = f"in1 + g * {packed_a_size(mg, kg)}", "ONNXC_SG_PACKED"
@@ -122,7 +132,22 @@ def _conv_packed(ctx: KernelCtx, common: dict, win: Window, mode: str, ep, res: 
     epi_chunk = sg_epi(ep, bias=bias, res=resp if res is None else resp + " + j0", ldr="OP")
     rows = win.strides[-1] in (1, 2) and math.prod(win.kernel) > 1  # strided 1x1: im2col reads less
     return render("conv_packed.c.j2", **common, mode=mode, a=a, fa=fa, packed=packed, epi=epi, epi_chunk=epi_chunk,
-                  col_budget=PACKED_COL_BUDGET, rows=rows)
+                  col_budget=PACKED_COL_BUDGET, rows=rows, small=small)
+
+
+def _small_output(ctx: KernelCtx, win: Window, mode: str, mg: int) -> bool:
+    """Whether the output map is small enough that the GEMM should run transposed (positions as the
+    micro-kernel's rows, in steps of 4, rather than its columns, in steps of 16): a static map of at
+    most SMALL_OP positions that wastes over 10% of the columns and clearly less as rows, enough
+    channels to fill the columns, and a stride of 1 or 2 along W (the phase-split copy)."""
+    dims = ctx.outs[0].shape[2:]
+    if not all(is_static(d) for d in dims) or mg < 32:
+        return False
+    op = math.prod(int(d) for d in dims)
+    if not 8 <= op <= SMALL_OP or (mode != "pointwise" and win.strides[-1] not in (1, 2)):
+        return False
+    as_cols, as_rows = op / (-(-op // 16) * 16), op / (-(-op // 4) * 4)
+    return as_cols < 0.9 and as_rows >= as_cols + 0.05
 
 
 def _gemm_stmt(ctx: KernelCtx, dt: DType, ta: str, *args: str) -> str:

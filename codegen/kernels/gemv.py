@@ -2,7 +2,7 @@
 
 B is packed at compile time into the panel layout of runtime_c/onnxc_gemv.h (``pack_gemv``), and the
 run streams it once with the bias C, a residual and an activation applied to each finished panel
-(the activation usually put there by passes/fuse_gemv_epilogue.py). codegen/kernels/matmul.py calls
+(put there by passes/fuse_epilogues.py). codegen/kernels/matmul.py calls
 :func:`gemv_body` first; it returns None when the node is not a GEMV (``gemv_dims``), and the
 blocked GEMM takes it.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from onnxc.ir import DType
-from onnxc.passes.fuse_gemv_epilogue import gemv_dims
+from onnxc.passes.fuse_epilogues import gemv_dims
 
 from .base import KernelCtx
 from .epilogue import epilogue

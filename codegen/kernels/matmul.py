@@ -129,6 +129,17 @@ def matmul(ctx: KernelCtx) -> str:
     return "\n".join(lines)
 
 
+def _c_vector(c: Operand, y: Operand) -> bool | None:
+    """True when Gemm's C is one value per column of Y ([N] or [1, N]), False when one per row ([M, 1]),
+    None otherwise (a full matrix, a scalar, or a size that is only known at run time)."""
+    cd = ["1"] * (2 - c.rank) + list(c.dims)
+    if cd[0] == "1" and cd[1] == y.dims[1] and y.dims[1] != "1":
+        return True
+    if cd[1] == "1" and cd[0] == y.dims[0] and y.dims[0] != "1":
+        return False
+    return None
+
+
 def _fill_c(c: Operand, y: Operand, beta: str, dt: DType) -> list[str]:
     """Loops writing Y = beta * C with C broadcast (unidirectionally) to Y's [M, N]."""
     cd = ["1"] * (2 - c.rank) + list(c.dims)
@@ -164,6 +175,12 @@ def gemm(ctx: KernelCtx) -> str:
         return "\n".join(lines)
     if dt in FLOATS:
         has_c = c is not None and beta != 0
+        vec = _c_vector(c, y) if has_c and beta == 1 and dt == DType.FLOAT else None
+        if vec is not None:  # a bias per column (row): added in the GEMM epilogue, Y is written once
+            lines.append(sgemm_stmt(ctx, "M", "N", "K", lit(alpha, dt), "in0", a.dims[1], ta, 1, tb, "0.0f", "out0",
+                                    "N", ep, bias="in2", bias_cols=vec))
+            lines.append("return 0;")
+            return "\n".join(lines)
         if has_c:
             lines += _fill_c(c, y, lit(beta, dt), dt)
         if dt == DType.FLOAT:  # constant B packed at compile time, epilogue fused

@@ -9,7 +9,10 @@ products read weights packed in panels (runtime_c/onnxc_recurrent.h). The two
 directions of a bidirectional node run on two threads when the node may use several; an RNN/LSTM
 direction whose steps are large (ONNXC_RNN_STEP_PAR_MIN) runs its steps on several threads, each
 owning whole panels of hidden units, with one barrier per step. LSTM with the default activations
-computes its gate math with 512-bit vectors where there are (``onnxc_lstm_gates_s``).
+computes its gate math with 512-bit vectors where there are (``onnxc_lstm_gates_s``); at batch 1 with
+whole panels per gate its step is one fused pass over R (``onnxc_lstm_step_s``: the four gate columns
+of 32 units accumulate in registers and go through the gate math at once; threads from
+ONNXC_LSTM_FUSED_PAR_MIN multiply-adds per step).
 
 sequence_lens: a batch entry is processed only over its own length (a reverse direction starts at
 its last valid step); Y is zero past the length and Y_h/Y_c are the states of the last valid step,
@@ -115,6 +118,9 @@ def _direction_fn(ctx: KernelCtx, spec: RecurrentSpec, d: int, dt: DType) -> str
         par=spec.op in ("LSTM", "RNN"),
         # LSTM gate math of the default activations with vectors (onnxc_lstm_gates_s)
         vgates=vgates, clip="INFINITY" if spec.clip is None else lit(spec.clip, dt),
+        # multiply-adds per step from which the steps run on several threads (a tuning knob of its own for
+        # the fused batch-1 LSTM step)
+        step_par_min="(fused ? ONNXC_LSTM_FUSED_PAR_MIN : ONNXC_RNN_STEP_PAR_MIN)" if vgates else "ONNXC_RNN_STEP_PAR_MIN",
         input_forget=int(bool(spec.input_forget)))
     code = render("recurrent.c.j2", fname="NAME", **vals)
     name = "onnxc_rnn_" + hashlib.sha1(code.encode()).hexdigest()[:16]

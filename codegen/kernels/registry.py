@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from . import (  # noqa: F401
+    attention,  # noqa: F401
     cast,
     col2im,  # noqa: F401
     control_flow,

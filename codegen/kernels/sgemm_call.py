@@ -23,9 +23,11 @@ def packable_b(ctx: KernelCtx, i: int) -> bool:
 
 
 def sgemm_stmt(ctx: KernelCtx, m: str, n: str, k: str, alpha: str, a: str, lda: str, ta: bool, b_index: int,
-               tb: bool, beta: str, c: str, ldc: str, ep: Epilogue | None = None) -> str:
-    """C statement: C = act(alpha op(A) op(B) + beta C + R) in float, where B is input ``b_index`` (packed
-    here when :func:`packable_b`); returns from the kernel on allocation failure."""
+               tb: bool, beta: str, c: str, ldc: str, ep: Epilogue | None = None, bias: str = "NULL",
+               bias_cols: bool = False) -> str:
+    """C statement: C = act(alpha op(A) op(B) + beta C + bias + R) in float, where B is input ``b_index``
+    (packed here when :func:`packable_b`) and ``bias`` (a C pointer or NULL) holds one value per column
+    (``bias_cols``) or per row; returns from the kernel on allocation failure."""
     use_gemm(ctx)
     b = ctx.ins[b_index]
     if packable_b(ctx, b_index):
@@ -37,11 +39,12 @@ def sgemm_stmt(ctx: KernelCtx, m: str, n: str, k: str, alpha: str, a: str, lda: 
     fa = "ONNXC_SG_TRANS" if ta else "ONNXC_SG_PLAIN"
     epi = "NULL"
     lines = []
-    if ep is not None and ep.active:
+    ep = ep or Epilogue()
+    if ep.active or bias != "NULL":
         if ep.act:
             use_act(ctx)
         res = "NULL" if ep.residual is None else f"in{ep.residual}"
-        lines.append(f"const onnxc_sg_epi epi = {sg_epi(ep, res=res, ldr=ldc)};")
+        lines.append(f"const onnxc_sg_epi epi = {sg_epi(ep, bias=bias, bias_cols=bias_cols, res=res, ldr=ldc)};")
         epi = "&epi"
     lines.append(f"if (onnxc_sgemm_ex(rt->threads, {m}, {n}, {k}, {alpha}, {a}, {lda}, {fa}, in{b_index}, {ldb}, {fb}, "
                  f"{beta}, {c}, {ldc}, {epi})) return onnxc_fail(rt, ONNXC_ERR_MEMORY, \"out of memory in GEMM\");")

@@ -5,9 +5,10 @@ product of the trailing axes); opset >= 13 normalizes along the single axis ``ax
 each row is contiguous and is finished before the next one starts: its maximum, its exponentials
 with their sum, and the scaling are three vectorized loops over a row that stays in cache, so memory
 sees one read and one write per element. LogSoftmax is ``(x - max) - log(sum)``: subtracting the
-rounded ``max + log(sum)`` instead would lose the small results next to the maximum. Float rows use the row helpers of runtime_c/onnxc_vmath.h
-(``onnxc_vm_max_f32``, ``onnxc_vm_expsum_f32``, ``onnxc_vm_scale_f32``: AVX-512 intrinsics where
-available, else loops over ``onnxc_vexpf``, which vectorizes where libm's expf does not). Otherwise
+rounded ``max + log(sum)`` instead would lose the small results next to the maximum. Float rows use the row helpers of runtime_c/onnxc_attention.h
+(``onnxc_att_softmax_row``: the max, exp-sum and scaling of runtime_c/onnxc_vmath.h, AVX-512 intrinsics
+where available, with exponentials whose normalized result would be subnormal flushed to zero: masked
+rows (-10000 or -inf entries) otherwise cost a microcode assist per subnormal, 7x the row time). Otherwise
 (inner > 1) the kernel walks the n rows of a block, vectorized across the inner positions, with
 per-position accumulators in a scratch buffer.
 """
@@ -23,6 +24,7 @@ from .nncommon import FLOATS, mfn, omp_for, prod
 from .softmax_half import stepwise_half
 
 VMATH = '#include "onnxc_vmath.h"'
+ATTENTION = '#include "onnxc_attention.h"'
 
 
 def _view(ctx: KernelCtx) -> tuple[str, str, str]:
@@ -59,12 +61,13 @@ def softmax(ctx: KernelCtx) -> str:
                      "    for (int64_t j = 1; j < L; j++) if (x[j] > x[at]) at = j;",
                      "    for (int64_t j = 0; j < L; j++) y[j] = 0;",
                      "    y[at] = 1;"]
-        elif dt == DType.FLOAT:  # the row helpers of runtime_c/onnxc_vmath.h (AVX-512 intrinsics there)
-            body += ["    const float m = onnxc_vm_max_f32(x, L);"]
+        elif dt == DType.FLOAT:  # the row helpers of runtime_c/onnxc_attention.h (no subnormal exps)
+            ctx.helper("attention", ATTENTION)
             if op == "Softmax":
-                body += ["    onnxc_vm_scale_f32(y, 1 / onnxc_vm_expsum_f32(x, m, y, L), L);"]
+                body += ["    onnxc_att_softmax_row(x, y, L);"]
             else:
-                body += ["    const float ls = logf(onnxc_vm_expsum_f32(x, m, NULL, L));",
+                body += ["    float m;",
+                         "    const float ls = onnxc_att_logsumexp_shift(x, L, &m);",
                          "#pragma omp simd",
                          "    for (int64_t j = 0; j < L; j++) y[j] = (x[j] - m) - ls;"]
         else:

@@ -109,7 +109,7 @@ SHAPE_READERS = {("Expand", 1), ("Slice", 1), ("Slice", 2), ("Range", 1)}  # may
 def _check_no_shape_computation(g) -> None:
     for n in g.nodes:
         assert n.op_type not in ("Shape", "Size"), n.describe()
-        if n.domain == "onnxc" and n.op_type == "ElementwiseChain":  # fused float math: never shape computation
+        if n.domain == "onnxc" and n.op_type in ("ElementwiseChain", "FusedAttention"):  # fused float math
             assert all(o.type.dtype.is_float for o in n.outputs), n.describe()
             continue
         if n.domain == "onnxc":

@@ -1,7 +1,7 @@
-"""The GEMV path of Gemm/MatMul (codegen/kernels/gemv.py, runtime_c/onnxc_gemv.h) and the pass that
-fuses activations into it (passes/fuse_gemv_epilogue.py): numbers against numpy / onnx.reference over
-odd shapes, transposes, alpha/beta, every bias broadcast form, fused activations and thread counts, and
-checks that the intended path (or the fallback) ran."""
+"""The GEMV path of Gemm/MatMul (codegen/kernels/gemv.py, runtime_c/onnxc_gemv.h): numbers against
+numpy / onnx.reference over odd shapes, transposes, alpha/beta, every bias broadcast form and thread
+counts, and checks that the intended path (or the fallback) ran. The activations and residuals that
+passes/fuse_epilogues.py folds into it are tested in tests/test_fuse_epilogues.py."""
 
 from __future__ import annotations
 
@@ -103,62 +103,6 @@ def test_transposed_a_with_rows_takes_the_gemm():
     cm = onnxc.compile(model)
     assert "onnxc_gemv(" not in cm.c_source
     _close(cm.run({"A": a})["y"], _ref_gemm(a, b, c, ta=1), k)
-
-
-ACTS = [("Relu", {}, lambda x: np.maximum(x, 0)),
-        ("Tanh", {}, np.tanh),
-        ("Sigmoid", {}, lambda x: 1 / (1 + np.exp(-x))),
-        ("LeakyRelu", {"alpha": 0.2}, lambda x: np.where(x < 0, 0.2 * x, x)),
-        ("HardSigmoid", {"alpha": 0.3, "beta": 0.4}, lambda x: np.clip(0.3 * x + 0.4, 0, 1)),
-        ("HardSwish", {}, lambda x: x * np.clip(x / 6 + 0.5, 0, 1)),
-        ("Clip", {"min": -0.5, "max": 0.7}, lambda x: np.clip(x, -0.5, 0.7))]
-
-
-@pytest.mark.parametrize("act,attrs,fn", ACTS, ids=[a[0] for a in ACTS])
-@pytest.mark.parametrize("threads", [1, 2])
-def test_fused_activation(act, attrs, fn, threads):
-    m, k, n = 2, 300, 1000
-    opset = 6 if act == "Clip" else 21  # Clip's bounds as attributes (opset < 11)
-    model, b, c = _gemm_model(m, k, n, tb=1, c_shape=(n,), act=act, act_attrs=attrs, opset=opset)
-    a = random_array(RNG, (m, k))
-    cm = onnxc.compile(model, threads=threads)
-    assert "onnxc_gemv(" in cm.c_source and "onnxc_gemv(rt->threads" in cm.c_source
-    assert cm.c_source.count("static int k") == 1, "the activation should be fused into the product"
-    want = fn(_ref_gemm(a, b, c, tb=1).astype(np.float64)).astype(np.float32)
-    _close(cm.run({"A": a})["y"], want, k)
-
-
-def test_clip_bounds_as_inputs():
-    """Clip (opset >= 11) with constant bounds fuses; the output keeps its name."""
-    k, n = 64, 80
-    b = random_array(RNG, (k, n))
-    g = helper.make_graph(
-        [helper.make_node("MatMul", ["A", "B"], ["t"]), helper.make_node("Clip", ["t", "lo", ""], ["out"])],
-        "g", [helper.make_tensor_value_info("A", TensorProto.FLOAT, [1, k])],
-        [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)],
-        initializer=[onnx.numpy_helper.from_array(b, "B"),
-                     onnx.numpy_helper.from_array(np.array(-0.1, np.float32), "lo")])
-    cm = onnxc.compile(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]))
-    assert cm.c_source.count("static int k") == 1
-    a = random_array(RNG, (1, k))
-    _close(cm.run({"A": a})["out"], np.maximum(_ref_gemm(a, b), -0.1), k)
-
-
-def test_activation_with_two_readers_is_not_fused():
-    """The product's output is also a graph output: the activation stays a node of its own."""
-    k, n = 32, 48
-    b = random_array(RNG, (k, n))
-    g = helper.make_graph(
-        [helper.make_node("MatMul", ["A", "B"], ["t"]), helper.make_node("Relu", ["t"], ["r"])],
-        "g", [helper.make_tensor_value_info("A", TensorProto.FLOAT, [1, k])],
-        [helper.make_tensor_value_info("t", TensorProto.FLOAT, None),
-         helper.make_tensor_value_info("r", TensorProto.FLOAT, None)],
-        initializer=[onnx.numpy_helper.from_array(b, "B")])
-    cm = onnxc.compile(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]))
-    a = random_array(RNG, (1, k))
-    out = cm.run({"A": a})
-    _close(out["t"], _ref_gemm(a, b), k)
-    _close(out["r"], np.maximum(_ref_gemm(a, b), 0), k)
 
 
 @pytest.mark.parametrize("a_shape", [[1, 1, 96], [2, 3, 96], [96], [4, 96]])

@@ -346,3 +346,67 @@ def test_lstm_gates_accuracy_and_special_values():
     b[:3], b[3:6], b[9:] = [np.nan, np.inf, -np.inf], np.inf, 20.0
     c = _one_step(np.zeros((1, 1, 1), np.float32), w, b)["y2"].reshape(-1)
     assert np.isnan(c[0]) and c[1] == 1.0 and c[2] == 0.0
+
+
+# the fused batch-1 LSTM step (onnxc_lstm_step_s): on two threads already at these small sizes, or disabled
+FUSED_THREADED = ("-O3", "-march=native", "-DONNXC_LSTM_FUSED_PAR_MIN=0")
+UNFUSED = ("-O3", "-march=native", "-DONNXC_LSTM_FUSE=0")
+
+
+@pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
+@pytest.mark.parametrize("layout", [0, 1])
+def test_lstm_fused_batch1_step(direction, layout):
+    """Batch 1 with H a multiple of 32 takes the fused step (product and gate math in one pass over R),
+    on one thread and with the steps split between two: against the reference, with sequence lengths
+    that end early or are empty, initial states, peepholes: the same bits on one and two threads, and
+    the unfused path's up to the order of the sums (every other step sums R's rows backwards)."""
+    nd = 2 if direction == "bidirectional" else 1
+    for T, I, H, lens, kw in ((9, 7, 32, [9], {}), (6, 3, 64, [4], {"clip": 0.9}), (5, 16, 96, [0], {}),
+                              (3, 5, 64, None, {"input_forget": 1})):
+        ins = _inputs("LSTM", T, 1, I, H, nd, layout, lens=lens, h0=True, c0=True, P=True)
+        runs = [check_rnn("LSTM", ins, rtol=1e-3, atol=1e-4, threads=t, flags=f, direction=direction,
+                          layout=layout, **kw)
+                for t, f in ((1, None), (2, FUSED_THREADED), (1, UNFUSED))]
+        for k in runs[0]:
+            np.testing.assert_array_equal(runs[0][k], runs[1][k])
+            np.testing.assert_allclose(runs[0][k], runs[2][k], rtol=1e-5, atol=1e-6)
+
+
+def test_lstm_fused_step_is_the_path_taken_and_symbolic_seq():
+    """The generated C calls the fused step for a float LSTM with the default activations; a symbolic
+    sequence length runs on it for several lengths, including 0 steps."""
+    H = 64
+    ins = _inputs("LSTM", 4, 1, 8, H, 1)
+    m = node_model("LSTM", ins, 3, 22, input_shapes={"X": ["T", 1, 8]}, hidden_size=H)
+    c = onnxc.compile(m, threads=1)
+    assert "onnxc_lstm_step_s(0, H / PW, (int)(s & 1)" in c.c_source and "const int fused = ONNXC_LSTM_FUSE" in c.c_source
+    for T in (1, 11):
+        x = rng.standard_normal((T, 1, 8)).astype(np.float32)
+        want = run("LSTM", x, ins["W"], ins["R"], ins["B"], hidden_size=H)
+        got = c.run({"X": x, "W": ins["W"], "R": ins["R"], "B": ins["B"]})
+        for i, w in enumerate(want):
+            np.testing.assert_allclose(got[f"y{i}"], w, rtol=1e-4, atol=1e-5)
+
+
+def test_lstm_fused_steps_continue_on_one_thread_after_a_slow_barrier():
+    """The fused two-thread steps fall back to thread 0 alone like the unfused ones (every barrier slow
+    with ONNXC_RNN_SPIN=0), with the same bits as one thread."""
+    ins = _inputs("LSTM", 7, 1, 5, 64, 1, h0=True, c0=True, P=True)
+    m = node_model("LSTM", ins, 3, 22, hidden_size=64)
+    feeds = {k: v for k, v in ins.items() if v is not None}
+    slow = onnxc.compile(m, threads=2, flags=(*FUSED_THREADED, "-DONNXC_RNN_SPIN=0")).run(feeds)
+    one = onnxc.compile(m, threads=1).run(feeds)
+    for k in one:
+        np.testing.assert_array_equal(slow[k], one[k])
+
+
+@pytest.mark.parametrize("op,H", [("GRU", 40), ("GRU", 96), ("LSTM", 40)])
+def test_products_split_between_threads(op, H):
+    """The input projection and step products split between two threads (forced at these sizes), by rows
+    (few panels) or by panels (GRU, H = 96: nine panels), in dynamically handed-out chunks: the same bits
+    as one thread."""
+    ins = _inputs(op, 9, 3, 10, H, 1, lens=[9, 4, 0], h0=True)
+    two = check_rnn(op, ins, threads=2, rtol=1e-3, atol=1e-4, flags=("-O3", "-march=native", "-DONNXC_RNN_PAR_MIN=0"))
+    one = check_rnn(op, ins, threads=1, rtol=1e-3, atol=1e-4)
+    for k in one:
+        np.testing.assert_array_equal(one[k], two[k])

@@ -169,8 +169,8 @@ def _emitted(model) -> str:
 
 @pytest.mark.parametrize("op, fn", [("Exp", "onnxc_vm_exp_float"), ("Log", "onnxc_vm_log_float"),
                                     ("Tanh", "onnxc_vm_tanh_float"), ("Erf", "onnxc_vm_erf_float"),
-                                    ("Sigmoid", "onnxc_vm_sigmoid_float"), ("Softmax", "onnxc_vm_expsum_f32"),
-                                    ("LogSoftmax", "onnxc_vm_expsum_f32")])
+                                    ("Sigmoid", "onnxc_vm_sigmoid_float"), ("Softmax", "onnxc_att_softmax_row"),
+                                    ("LogSoftmax", "onnxc_att_logsumexp_shift")])
 def test_kernels_use_vector_math(op, fn):
     from ops.util import check_node, node_model
 

@@ -1,0 +1,51 @@
+/* onnxc_conv.h: float convolution pieces on top of the packed GEMM (onnxc_sgemm.h).
+ *
+ *   int onnxc_sg_conv_small(int threads, int64_t M, int64_t K, int64_t OP, const float *col, const float *W,
+ *                           int fw, float *tmp, float *Y, const onnxc_sg_epi *epi);
+ *
+ * Y (M x OP, row-major) = act(W cols + bias + R) for a convolution with few output positions (a 7 x 7 map):
+ * col is the column matrix (K x OP, row-major, leading dimension OP) and W the filter, either packed at
+ * compile time as the GEMM's B operand of W^T (fw = ONNXC_SG_PACKED, codegen/kernels/gemm_layout.py
+ * pack_b) or plain M x K (fw = ONNXC_SG_TRANS). The GEMM runs transposed, tmp (OP x M) = cols^T W^T, so
+ * the positions are the micro-kernel's rows (4-row granularity) and the channels its 32 columns: a map of
+ * 49 positions costs 52 rows instead of 64 columns. tmp is then transposed into Y, each output row
+ * getting the epilogue (bias, residual, activation) while it is in cache.
+ *
+ *   void onnxc_sg_conv_cols(const float *xp, const int64_t *koff, int64_t K, int64_t XH, int64_t XWp,
+ *                           int64_t OD, int64_t OH, int64_t OW, int64_t SD, int64_t SH, float *col);
+ *
+ * The column matrix (K x OD*OH*OW) of a zero-padded, phase-split input (onnxc_sg_pad_input_phased; koff[k]
+ * the offset of tap k in it): every row is OD*OH contiguous copies of OW floats.
+ */
+#ifndef ONNXC_CONV_H
+#define ONNXC_CONV_H
+
+#include "onnxc_gemm.h"
+
+static inline void onnxc_sg_conv_cols(const float *xp, const int64_t *koff, int64_t K, int64_t XH, int64_t XWp,
+                                      int64_t OD, int64_t OH, int64_t OW, int64_t SD, int64_t SH,
+                                      float *restrict col) {
+    for (int64_t k = 0; k < K; k++) {
+        const float *src = xp + koff[k];
+        for (int64_t od = 0; od < OD; od++) {
+            for (int64_t oh = 0; oh < OH; oh++, col += OW)
+                memcpy(col, src + (od * SD * XH + oh * SH) * XWp, (size_t)OW * sizeof(float));
+        }
+    }
+}
+
+static inline int onnxc_sg_conv_small(int threads, int64_t M, int64_t K, int64_t OP, const float *col,
+                                      const float *W, int fw, float *restrict tmp, float *Y,
+                                      const onnxc_sg_epi *epi) {
+    if (M <= 0 || OP <= 0) return 0;
+    const int st = onnxc_sgemm_ex(threads, OP, M, K, 1.0f, col, OP, ONNXC_SG_TRANS, W, K, fw, 0.0f, tmp, M, NULL);
+    if (st) return st;
+    for (int64_t m = 0; m < M; m++) {
+        float *restrict y = Y + m * OP;
+        for (int64_t p = 0; p < OP; p++) y[p] = tmp[p * M + m];
+        if (epi) onnxc_sg_epilogue(epi, y, OP, m, 0, 1, OP);
+    }
+    return 0;
+}
+
+#endif /* ONNXC_CONV_H */

@@ -1,0 +1,196 @@
+"""The float Conv paths of codegen/kernels/conv.py against onnx.reference: shapes that hit each path
+(pointwise GEMM, "rows" from a zero-padded copy with unit or phase-split stride 2 along W, the
+small-output transposed GEMM, chunked im2col, depthwise), with strides, pads, dilations, groups, a
+symbolic batch, bias or not, and the fused epilogue (activation, residual) set by hand on the node.
+Each case also asserts that the intended path is the one in the generated C."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
+
+import onnxc
+
+RNG = np.random.default_rng(5)
+
+# a marker of each path in the generated C
+PATHS = {
+    "pointwise": "X[n, g] is the B operand",
+    "rows": "onnxc_sg_conv_rows(",
+    "phased": "onnxc_sg_pad_input_phased(",
+    "small": "onnxc_sg_conv_small(",
+    "im2col": "onnxc_sg_im2col_packed(",
+    "depthwise": "taps (kd, kh, kw)",
+}
+
+
+def _conv_model(xs: list, ws: list, bias: bool, residual: bool, act: str | None, act_params: list | None,
+                x_decl: list | None, attrs: dict) -> tuple[onnx.ModelProto, onnx.ModelProto, dict]:
+    """(model with the onnxc epilogue attributes, plain ONNX reference model, feeds)."""
+    w = (RNG.standard_normal(ws) / np.sqrt(np.prod(ws[1:]))).astype(np.float32)
+    consts = {"w": w}
+    ins = ["x", "w"]
+    if bias:
+        consts["b"] = RNG.standard_normal(ws[0]).astype(np.float32)
+        ins.append("b")
+    x = RNG.standard_normal(xs).astype(np.float32)
+    conv = helper.make_node("Conv", ins, ["c"], **attrs)
+    y = ReferenceEvaluator(helper.make_model(
+        helper.make_graph([conv], "r", [helper.make_tensor_value_info("x", TensorProto.FLOAT, xs)],
+                          [helper.make_tensor_value_info("c", TensorProto.FLOAT, None)],
+                          [numpy_helper.from_array(v, k) for k, v in consts.items()]),
+        opset_imports=[helper.make_opsetid("", 21)])).run(None, {"x": x})[0]
+    feeds = {"x": x}
+    ref_nodes, ref_out = [conv], "c"
+    g_in = [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_decl or xs)]
+    fused = dict(attrs)
+    if residual:
+        feeds["r"] = RNG.standard_normal(y.shape).astype(np.float32)
+        ref_nodes.append(helper.make_node("Add", ["c", "r"], ["s"]))
+        ref_out = "s"
+        r_decl = list(y.shape) if x_decl is None else [x_decl[0], *y.shape[1:]]
+        g_in.append(helper.make_tensor_value_info("r", TensorProto.FLOAT, r_decl))
+        fused["onnxc_residual"] = 1
+        ins = ins + ([] if bias else [""]) + ["r"]
+    if act:
+        kw = {"alpha": float(act_params[0])} if act == "LeakyRelu" and act_params else {}
+        ref_ins = [ref_out]
+        if act == "Clip":
+            consts["lo"] = np.float32(act_params[0])
+            consts["hi"] = np.float32(act_params[1])
+            ref_ins += ["lo", "hi"]
+        ref_nodes.append(helper.make_node(act, ref_ins, ["y"], **kw))
+        fused["onnxc_activation"] = act
+        if act_params:
+            fused["onnxc_activation_params"] = [float(p) for p in act_params]
+    else:
+        ref_nodes.append(helper.make_node("Identity", [ref_out], ["y"]))
+    init = [numpy_helper.from_array(np.asarray(v), k) for k, v in consts.items()]
+    out = [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]
+    ref = helper.make_model(helper.make_graph(ref_nodes, "r", g_in, out, init),
+                            opset_imports=[helper.make_opsetid("", 21)])
+    node = helper.make_node("Conv", ins, ["y"], **fused)
+    m = helper.make_model(helper.make_graph([node], "m", g_in, out, init),
+                          opset_imports=[helper.make_opsetid("", 21)])
+    return m, ref, feeds
+
+
+def check_conv(path: str, xs: list, ws: list, bias: bool = True, residual: bool = False, act: str | None = None,
+               act_params: list | None = None, x_decl: list | None = None, threads: int | None = None,
+               **attrs) -> None:
+    m, ref, feeds = _conv_model(xs, ws, bias, residual, act, act_params, x_decl, attrs)
+    cm = onnxc.compile(m, threads=threads)
+    assert PATHS[path] in cm.c_source, f"expected the {path} path"
+    want = ReferenceEvaluator(ref).run(None, feeds)[0]
+    got = cm.run(feeds)["y"]
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+# -- rows: zero-padded copy, unit stride along W ---------------------------------------------------
+
+@pytest.mark.parametrize("xs,ws,attrs", [
+    ([1, 6, 9, 8], [10, 6, 3, 3], {"pads": [1, 1, 1, 1]}),
+    ([2, 5, 40, 37], [13, 5, 3, 3], {"pads": [1, 2, 0, 1]}),
+    ([1, 4, 20, 21], [7, 4, 3, 5], {"pads": [2, 2, 2, 2], "dilations": [2, 1]}),
+    ([1, 3, 17, 19], [25, 3, 7, 7], {"pads": [3, 3, 3, 3], "strides": [2, 1]}),
+    ([1, 8, 12, 12], [16, 4, 3, 3], {"pads": [1, 1, 1, 1], "group": 2}),
+    ([2, 3, 50], [5, 3, 3], {"pads": [1, 1]}),
+    ([1, 2, 5, 6, 7], [4, 2, 3, 3, 3], {"pads": [1, 1, 1, 1, 1, 1]}),
+])
+def test_rows_unit_stride(xs, ws, attrs):
+    check_conv("rows", xs, ws, **attrs)
+
+
+# -- rows with stride 2 along W: the padded rows split by column phase ----------------------------
+
+@pytest.mark.parametrize("xs,ws,attrs", [
+    ([1, 6, 15, 15], [9, 6, 3, 3], {"pads": [1, 1, 1, 1], "strides": [2, 2]}),
+    ([1, 3, 45, 46], [16, 3, 7, 7], {"pads": [3, 3, 3, 3], "strides": [2, 2]}),
+    ([2, 4, 16, 17], [6, 4, 3, 3], {"pads": [0, 1, 2, 0], "strides": [1, 2]}),
+    ([1, 4, 19, 23], [5, 4, 3, 3], {"pads": [2, 2, 2, 2], "strides": [2, 2], "dilations": [2, 2]}),
+    ([1, 4, 11, 12], [6, 2, 2, 4], {"strides": [2, 2], "group": 2}),
+    ([1, 3, 41], [4, 3, 5], {"pads": [2, 1], "strides": [2]}),
+    ([1, 2, 6, 8, 9], [3, 2, 3, 3, 3], {"pads": [1, 1, 1, 1, 1, 1], "strides": [2, 2, 2]}),
+])
+def test_rows_stride2_phased(xs, ws, attrs):
+    check_conv("phased", xs, ws, **attrs)
+
+
+def test_rows_symbolic_batch_no_bias():
+    check_conv("rows", [3, 4, 10, 11], [6, 4, 3, 3], bias=False, x_decl=["N", 4, 10, 11], pads=[1, 1, 1, 1])
+    check_conv("phased", [2, 4, 10, 11], [6, 4, 3, 3], bias=False, x_decl=["N", 4, 10, 11], pads=[1, 1, 1, 1],
+               strides=[2, 2])
+
+
+def test_rows_empty_batch():
+    m, _, _ = _conv_model([1, 3, 8, 8], [4, 3, 3, 3], True, False, None, None, ["N", 3, 8, 8], {"pads": [1] * 4})
+    y = onnxc.compile(m).run({"x": np.zeros((0, 3, 8, 8), np.float32)})["y"]
+    assert y.shape == (0, 4, 8, 8)
+
+
+# -- small output maps: the GEMM transposed (positions as its rows) ---------------------------------
+
+@pytest.mark.parametrize("xs,ws,attrs", [
+    ([1, 40, 7, 7], [48, 40, 3, 3], {"pads": [1, 1, 1, 1]}),
+    ([2, 64, 7, 7], [96, 64, 1, 1], {}),
+    ([1, 24, 14, 14], [40, 24, 3, 3], {"pads": [1, 1, 1, 1], "strides": [2, 2]}),
+    ([1, 36, 14, 14], [33, 36, 1, 1], {"strides": [2, 2]}),
+    ([1, 16, 9, 5], [64, 8, 3, 3], {"pads": [1, 0, 1, 2], "dilations": [2, 1], "group": 2}),
+    ([1, 20, 23], [50, 20, 3], {"pads": [1, 1]}),
+])
+def test_small_output(xs, ws, attrs):
+    check_conv("small", xs, ws, **attrs)
+
+
+def test_small_output_weights_as_input():
+    """A filter that is a graph input (not packed at compile time) is read transposed in place."""
+    x = RNG.standard_normal([2, 32, 5, 5]).astype(np.float32)
+    w = RNG.standard_normal([40, 32, 3, 3]).astype(np.float32)
+    node = helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])
+    m = helper.make_model(helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 32, 5, 5]),
+                      helper.make_tensor_value_info("w", TensorProto.FLOAT, [40, 32, 3, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]), opset_imports=[helper.make_opsetid("", 21)])
+    cm = onnxc.compile(m)
+    assert PATHS["small"] in cm.c_source
+    want = ReferenceEvaluator(m).run(None, {"x": x, "w": w})[0]
+    np.testing.assert_allclose(cm.run({"x": x, "w": w})["y"], want, rtol=1e-4, atol=1e-4)
+
+
+def test_small_output_not_taken_for_fitting_maps():
+    """A 14 x 14 map fills the GEMM's columns well (196 of 208): the normal rows path runs."""
+    check_conv("rows", [1, 32, 14, 14], [48, 32, 3, 3], pads=[1, 1, 1, 1])
+
+
+# -- the fused epilogue on every path --------------------------------------------------------------
+
+EPI_CASES = {  # path -> (x shape, w shape, attributes)
+    "pointwise": ([2, 8, 6, 8], [12, 8, 1, 1], {}),
+    "rows": ([1, 6, 30, 33], [14, 6, 3, 3], {"pads": [1, 1, 1, 1]}),
+    "phased": ([1, 6, 30, 33], [14, 6, 3, 3], {"pads": [1, 1, 1, 1], "strides": [2, 2]}),
+    "im2col": ([1, 4, 13, 13], [7, 4, 3, 3], {"strides": [3, 3]}),
+    "depthwise": ([1, 6, 9, 9], [6, 1, 3, 3], {"pads": [1, 1, 1, 1], "group": 6}),
+    "small": ([1, 40, 7, 7], [56, 40, 3, 3], {"pads": [1, 1, 1, 1]}),
+}
+
+
+@pytest.mark.parametrize("path", sorted(EPI_CASES))
+@pytest.mark.parametrize("residual,act,params", [
+    (True, "Relu", None), (False, "Relu", None), (True, None, None), (False, "Clip", [0.0, 6.0]),
+    (True, "LeakyRelu", [0.1]),
+])
+def test_epilogue(path, residual, act, params):
+    xs, ws, attrs = EPI_CASES[path]
+    check_conv(path, xs, ws, residual=residual, act=act, act_params=params, **attrs)
+
+
+@pytest.mark.parametrize("path", ["rows", "phased", "pointwise", "small"])
+def test_epilogue_two_threads_no_bias(path):
+    xs, ws, attrs = EPI_CASES[path]
+    xs = [2, *xs[1:]]
+    check_conv(path, xs, [40, *ws[1:]], bias=False, residual=True, act="Relu", threads=2,
+               x_decl=["N", *xs[1:]], **attrs)
