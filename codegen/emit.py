@@ -210,6 +210,8 @@ def _ptr(p: Program, b: Buffer, is_out: bool) -> str:
         return f"(const {c} *)(W + {b.index})"
     if b.kind == "output":
         return f"({c} *)out[{b.index}].data"
+    if b.kind == "slice":  # a Concat input written in place into the Concat's buffer
+        return f"({_ptr(p, p.buffers[b.parent], is_out)} + ({b.offset}))"
     return f"b{b.id}"
 
 

@@ -6,7 +6,9 @@ translation unit. Storage of each value:
 - ``input``: a graph input, read in place from the caller's array;
 - ``weight``: a constant, at a 64-byte-aligned offset in the weights blob;
 - ``temp``: an intermediate, placed in the arena by the memory plan (``memory_plan.py``);
-- ``output``: a graph output, allocated by the library and handed to the caller.
+- ``output``: a graph output, allocated by the library and handed to the caller;
+- ``slice``: a contiguous block of buffer ``parent`` at element ``offset`` (an input of a Concat
+  done in place, ``concat_inplace.py``).
 
 View ops (Reshape, Squeeze, ...) emit no code: their output shares the buffer of their input.
 
@@ -38,6 +40,7 @@ from onnxc.ir import (
 )
 from onnxc.ir.dims import free_symbols, sym, to_c
 
+from . import concat_inplace
 from .kernels import registry as kb
 from .kernels.base import KernelCtx, Operand
 from .native import aligned_empty
@@ -55,6 +58,8 @@ class Buffer:
     last: int = 0          # last step reading it (temps)
     owned: bool = False    # allocated at run time by the kernel that produces it
     symbol: str = ""       # a weight held by a static C array of this name (string constants)
+    parent: int = -1       # slices: the buffer holding this one
+    offset: str = "0"      # slices: C expression of the element offset in the parent
 
     @property
     def ctype(self) -> str:
@@ -138,10 +143,14 @@ class _Lowerer:
         self.helpers: dict[str, str] = {} if helpers is None else helpers
         self.dimvars: list[str] = []
         self.subprograms: list[str] = []
+        self.slices: dict[int, concat_inplace.Slice] = {}  # values written in place into a Concat's output
+        self.noops: set[int] = set()                        # the Concat nodes that emit no code
         self.counter = [0] if counter is None else counter  # subprogram numbering, shared by the tree
         self._nb = 0
 
     def new_buffer(self, kind: str, v: Value, index: int = -1) -> Buffer:
+        if kind == "temp" and v.id in self.slices:
+            return self.slice_buffer(v)
         t = v.type
         if isinstance(t, TensorType):
             b = Buffer(self._nb, kind, t.dtype, t.shape, index)
@@ -150,6 +159,26 @@ class _Lowerer:
         self._nb += 1
         self.buffers[b.id] = b
         self.vbuf[v.id] = b.id
+        return b
+
+    def slice_buffer(self, v: Value) -> Buffer:
+        """The buffer of a Concat input done in place: a slice of the Concat's output buffer (made
+        here first, outermost Concat first, when the Concat's output is itself a slice)."""
+        s = self.slices[v.id]
+        pid = self.vbuf.get(s.of.id)
+        if pid is None:
+            pid = self.new_buffer("temp", s.of).id
+        b = Buffer(self._nb, "slice", v.type.dtype, v.type.shape, parent=pid, offset=self.dim_c(s.offset))
+        self._nb += 1
+        self.buffers[b.id] = b
+        self.vbuf[v.id] = b.id
+        return b
+
+    def root(self, bid: int) -> Buffer:
+        """The buffer holding ``bid`` (itself unless a slice)."""
+        b = self.buffers[bid]
+        while b.kind == "slice":
+            b = self.buffers[b.parent]
         return b
 
     def add_weight(self, v: Value) -> None:
@@ -231,6 +260,7 @@ class _Lowerer:
                     if s not in self.dimvars:
                         self.dimvars.append(s)
         n_bound = len(self.dimvars)
+        self.slices, self.noops = concat_inplace.plan(g, set(self.dimvars))
         inputs = [(v.name, self.new_buffer("input", v, i)) for i, v in enumerate(g.inputs)]
         for v in g.initializers.values():
             if v.uses() or v in g.outputs:
@@ -262,6 +292,10 @@ class _Lowerer:
         return f"{self.prefix}k{len(self.steps)}"
 
     def lower_node(self, node: Node) -> None:
+        if node.id in self.noops:  # its inputs were written in place into its output's buffer
+            if node.outputs[0].id not in self.vbuf:
+                self.new_buffer("temp", node.outputs[0])
+            return
         kd = kb.lookup(node)
         if kd is None:
             raise UnsupportedOpError(f"no kernel for {node.describe()}",
@@ -434,16 +468,18 @@ class _Lowerer:
         return b
 
     def plan_lifetimes(self) -> None:
+        """Steps from the first write to the last read of each temp/output (a slice counts for the
+        buffer holding it)."""
+        written: set[int] = set()
         for si, st in enumerate(self.steps):
             for bid, is_out in st.args:
-                b = self.buffers[bid]
+                b = self.root(bid)
                 if b.kind not in ("temp", "output"):
                     continue
-                if is_out:
+                if is_out and b.id not in written:
                     b.first = si
-                    b.last = max(b.last, si)
-                else:
-                    b.last = max(b.last, si)
+                    written.add(b.id)
+                b.last = max(b.last, si)
 
 
 def _nested_strings(t) -> bool:

@@ -43,6 +43,8 @@ CHUNK = 1 << 20
 # simpler than telling them apart, and they rarely change alone)
 _PACKAGES = ("onnxc", "onnxc.frontend", "onnxc.ir", "onnxc.passes", "onnxc.codegen", "onnxc.runtime_c")
 _CODE_SUFFIXES = (".py", ".j2", ".h", ".c", ".proto")
+# environment switches read while generating code (they change the C without being compile options)
+CODEGEN_ENV = ("ONNXC_WINOGRAD",)
 _RACY_SECONDS = 2.0  # a file modified this recently may change again within one timestamp tick
 
 
@@ -114,7 +116,9 @@ def file_digest(path: str | os.PathLike, root: Path | None = None) -> str:
 def model_key(model_digest: str, options: dict) -> str:
     """The cache key of a model (sha256 of its bytes) compiled with ``options`` (JSON-able values)."""
     h = hashlib.sha256()
-    for part in (FORMAT_VERSION, code_digest(), model_digest, json.dumps(options, sort_keys=True)):
+    env = {k: os.environ[k] for k in CODEGEN_ENV if k in os.environ}
+    for part in (FORMAT_VERSION, code_digest(), model_digest, json.dumps(options, sort_keys=True),
+                 json.dumps(env, sort_keys=True)):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()

@@ -11,7 +11,10 @@ apply (``P`` is the product, ``t`` its output):
   has none yet: a float32 constant of shape ``[M, 1, ...]`` (up to leading 1s) into a Conv with ``M``
   output channels becomes its bias input B; any float32 value unidirectionally broadcastable to the
   ``[M, N]`` output of a Gemm (opset >= 11, where C is optional) becomes its C with ``beta = 1``; a
-  MatMul of a 2-D A and a 2-D B becomes that Gemm. Only before any other epilogue;
+  MatMul of a 2-D A and a 2-D B becomes that Gemm; a float32 constant of shape ``[N]`` or
+  ``[1, ..., 1, N]`` after a MatMul of an A of rank >= 3 (3-D activations of transformers, symbolic
+  batch and sequence dims allowed) and a 2-D B becomes its ``onnxc_bias`` input (input 3, after the
+  residual slot; codegen/kernels/epilogue.py). Only before any other epilogue;
 - ``Add(t, R)`` (either order) with R of exactly t's type (no broadcasting): R becomes the residual
   input (Conv and Gemm: input 3, MatMul: input 2), added before the activation;
 - ``Relu | Tanh | Sigmoid | HardSwish(t)`` -> ``onnxc_activation=<op>``; ``LeakyRelu(alpha)``,
@@ -42,7 +45,9 @@ from .base import PassResult
 ACT_ATTR = "onnxc_activation"          # the names codegen/kernels/epilogue.py reads
 PARAMS_ATTR = "onnxc_activation_params"
 RESIDUAL_ATTR = "onnxc_residual"
+BIAS_ATTR = "onnxc_bias"
 RESIDUAL_INPUT = {"Conv": 3, "Gemm": 3, "MatMul": 2}  # as in codegen/kernels/epilogue.py
+BIAS_INPUT = {"MatMul": 3}
 GEMV_MMAX = 8  # largest row count of the GEMV path (ONNXC_GV_MMAX in runtime_c/onnxc_gemv.h)
 FLT_MAX = float(np.finfo(np.float32).max)  # Clip-6's default bounds
 
@@ -180,6 +185,22 @@ def _gemm_c(node: Node, t: Value, other: Value) -> bool:
     return all(d == 1 or d == o for d, o in zip(full, t.shape))
 
 
+def _matmul_bias(node: Node, t: Value, other: Value) -> np.ndarray | None:
+    """``other`` as the [N] ``onnxc_bias`` of a MatMul of A (rank >= 3; a 2-D MatMul becomes a Gemm
+    instead, from opset 11 on) and a 2-D B, when it is a constant of shape [N] or [1, ..., 1, N] (N the
+    output's last dim, not broadcast from 1)."""
+    if node.op_type != "MatMul" or other.const is None or node.attr(BIAS_ATTR, 0):
+        return None
+    a, b = node.input(0), node.input(1)
+    if len(a.shape) < 3 or len(b.shape) != 2:
+        return None
+    shape = tuple(np.shape(other.const))
+    n = t.shape[-1]
+    if not shape or len(shape) > len(t.shape) or any(d != 1 for d in shape[:-1]) or shape[-1] != n:
+        return None
+    return np.asarray(other.const, dtype=np.float32).reshape(shape[-1])
+
+
 def _place_before(g: Graph, node: Node, user: Node, v: Value) -> None:
     """Move ``node`` right before ``user`` when ``v`` (about to become an input of node) is computed
     after node; node's own inputs are all computed before its old place, hence before ``user``."""
@@ -212,9 +233,12 @@ def _fold_add(g: Graph, node: Node, t: Value, user: Node, other: Value) -> bool:
         slot, value = 2, other
         node.op_type = "Gemm"  # a MatMul of two matrices is the Gemm with alpha = 1, no transposes
         node.attrs["beta"] = Attr("beta", "FLOAT", 1.0)
+    elif (bias := _matmul_bias(node, t, other)) is not None:
+        slot, value = BIAS_INPUT["MatMul"], other if other.shape == (bias.shape[0],) else g.constant(bias)
+        node.attrs[BIAS_ATTR] = Attr(BIAS_ATTR, "INT", 1)
     else:
         return False
-    _place_before(g, node, user, other)
+    _place_before(g, node, user, value)
     g.remove(user)
     _set_input(node, slot, value)
     if residual:

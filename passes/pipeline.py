@@ -16,6 +16,7 @@ from .base import PassResult
 from .eliminate_common_subexpressions import eliminate_common_subexpressions
 from .eliminate_dead_code import eliminate_dead_code
 from .fold_batchnorm import fold_batchnorm
+from .fold_bn_affine import merge_affine, spell_out_batchnorm
 from .fold_constants import fold_constants
 from .fuse_attention import fuse_attention
 from .fuse_elementwise import fuse_elementwise
@@ -35,11 +36,13 @@ def steps() -> list[Step]:
         ("eliminate_dead_code", eliminate_dead_code),
         ("infer_shapes", infer_shapes),
         ("fold_constants", fold_constants),
+        ("merge_affine", merge_affine),
         ("fold_batchnorm", fold_batchnorm),
         ("eliminate_common_subexpressions", eliminate_common_subexpressions),
         ("remove_identities", remove_identities),
         ("fuse_attention", fuse_attention),
         ("fuse_epilogues", fuse_epilogues),
+        ("spell_out_batchnorm", spell_out_batchnorm),
         ("fuse_elementwise", fuse_elementwise),
         ("eliminate_dead_code", eliminate_dead_code),
     ]

@@ -318,3 +318,12 @@ def test_same_bytes_in_another_folder_use_their_own_external_data(tmp_path):
     data = (tmp_path / "a" / "m.onnx").read_bytes()  # bytes cannot locate external data: no hit, the error
     with pytest.raises(onnxc.ModelError, match="external"):
         onnxc.compile(data, threads=1, cache_dir=cache)
+
+
+def test_codegen_switches_are_part_of_the_key(monkeypatch):
+    from onnxc.codegen import model_cache
+
+    monkeypatch.delenv("ONNXC_WINOGRAD", raising=False)
+    base = model_cache.model_key("d" * 64, {"threads": 1})
+    monkeypatch.setenv("ONNXC_WINOGRAD", "0")
+    assert model_cache.model_key("d" * 64, {"threads": 1}) != base

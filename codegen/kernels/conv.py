@@ -3,8 +3,8 @@
 Every spatial rank (1-D, 2-D, 3-D) is viewed as 3-D by prepending size-1 axes, so one template
 serves all. Conv picks a path at compile time:
 
-- ``depthwise``: one input channel per group (group > 1): each output row accumulates every tap while
-  it is in L1, vectorized over the output width (templates/conv_depthwise.c.j2);
+- ``depthwise``: one input channel per group (group > 1): codegen/kernels/conv_depthwise.py (1-D/2-D:
+  stride-phase planes, vectors over flattened output positions; 3-D: vectorized over the output width);
 - ``pointwise``: 1x1 kernel, unit strides, no padding: one GEMM per (image, group) straight on X;
 - ``im2col``: general case: columns for a chunk of output positions (bounded scratch buffer, allocated
   per call), then a GEMM per chunk writing straight into Y. float convolutions with stride 1 or 2
@@ -34,8 +34,9 @@ from onnxc.passes.shapes.conv import conv_transpose_window, conv_window
 from onnxc.passes.shapes.spatial import Window
 
 from ..templating import render
-from . import half
+from . import conv_winograd, half
 from .base import KernelCtx, kernel
+from .conv_depthwise import depthwise
 from .epilogue import epilogue, rows_epilogue, sg_epi, use_act
 from .gemm_layout import pack_a, pack_b, packed_a_size, packed_b_size
 from .nncommon import FLOATS, gemm_expr, lit, omp_for, same_type_accepts, unsupported, use_gemm
@@ -86,8 +87,9 @@ def conv(ctx: KernelCtx) -> str:
     common = dict(geo, T=dt.c, N=x.dims[0], C=x.dims[1], M=str(m), G=str(g), Cg=str(cg), Mg=str(m // g),
                   bias=bias, unit_sw=win.strides[-1] == 1)
     if cg == 1 and g > 1:
-        return render("conv_depthwise.c.j2", **common, res=res, act=ep.act_args(dt) if ep.act else "",
-                      sfx="f" if dt == DType.FLOAT else "d", omp_nm=omp_for("N * M * OP * KK"))
+        return depthwise(ctx, common, win, ep, res)
+    if conv_winograd.applies(ctx, win, m, cg, g):  # 3x3 stride 1: codegen/kernels/conv_winograd.py
+        return conv_winograd.conv_winograd(ctx, geo, ep, bias)
     pointwise = (all(k == 1 for k in win.kernel) and all(s == 1 for s in win.strides)
                  and all(p == 0 for p in win.pads_begin + win.pads_end))
     mode = "pointwise" if pointwise else "im2col"

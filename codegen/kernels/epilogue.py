@@ -10,11 +10,14 @@ A fusion pass requests them with node attributes that ONNX models never carry:
   ``[alpha, beta]`` (0.2, 0.5); none for the others;
 - ``onnxc_residual`` (int, 1 = on): one more input, right after the op's own inputs (Conv and Gemm:
   input 3, with input 2 possibly absent; MatMul: input 2), holding a tensor R of exactly the output's
-  shape that is added before the activation.
+  shape that is added before the activation;
+- ``onnxc_bias`` (int, 1 = on; MatMul only): one more input after the residual slot, so MatMul's
+  inputs are ``A, B, R (absent when onnxc_residual is off), bias``: a vector of the output's element
+  type holding one value per output column, of shape ``[N]`` or ``[1, ..., 1, N]``, added first.
 
 So Conv computes ``Y = act(conv(X, W) + B + R)``, Gemm ``Y = act(alpha A B + beta C + R)`` and
-MatMul ``Y = act(A B + R)``: a fusion pass can fold ``Conv -> Add(R) -> Relu`` (ResNet) or
-``Conv -> Clip`` (MobileNet) into one node.
+MatMul ``Y = act(A B + bias + R)``: a fusion pass can fold ``Conv -> Add(R) -> Relu`` (ResNet),
+``Conv -> Clip`` (MobileNet) or ``MatMul -> Add(bias) -> Add(R)`` (transformers) into one node.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from .nncommon import lit
 ACT_ATTR = "onnxc_activation"
 PARAMS_ATTR = "onnxc_activation_params"
 RESIDUAL_ATTR = "onnxc_residual"
+BIAS_ATTR = "onnxc_bias"
 
 # name -> (ONNXC_ACT_* code, default parameters)
 ACTIVATIONS: dict[str, tuple[int, tuple[float, ...]]] = {
@@ -44,20 +48,23 @@ ACTIVATIONS: dict[str, tuple[int, tuple[float, ...]]] = {
 
 # index of the residual input per op (right after the op's own inputs)
 RESIDUAL_INPUT = {"Conv": 3, "Gemm": 3, "MatMul": 2}
+# index of the per-column bias input (after the residual slot) of the ops that take ``onnxc_bias``
+BIAS_INPUT = {"MatMul": 3}
 
 
 @dataclass(frozen=True)
 class Epilogue:
-    """What a node's output gets after the product: ``act(y + R)``."""
+    """What a node's output gets after the product: ``act(y + bias + R)``."""
 
     act: int = 0        # ONNXC_ACT_* code, 0 = none
     a: float = 0.0      # activation parameters
     b: float = 0.0
     residual: int | None = None  # input index of R
+    bias: int | None = None      # input index of the per-column bias
 
     @property
     def active(self) -> bool:
-        return bool(self.act) or self.residual is not None
+        return bool(self.act) or self.residual is not None or self.bias is not None
 
     def act_args(self, dt: DType) -> str:
         """``act, a, b`` as C arguments of ``onnxc_act_row_f/d``."""
@@ -90,7 +97,27 @@ def epilogue(ctx: KernelCtx) -> Epilogue:
         if r.dtype != y.dtype or tuple(r.shape) != tuple(y.shape):
             raise ValueError(f"the residual input {residual} has type {r.dtype} {list(r.shape)}; it must match the "
                              f"output {y.dtype} {list(y.shape)}")
-    return Epilogue(act, a, b, residual)
+    return Epilogue(act, a, b, residual, _bias(ctx))
+
+
+def _bias(ctx: KernelCtx) -> int | None:
+    """The input index of the per-column bias a node asks for, or None; ValueError when it is malformed."""
+    if not int(ctx.attr(BIAS_ATTR, 0) or 0):
+        return None
+    op = ctx.node.op_type
+    if op not in BIAS_INPUT:
+        raise ValueError(f"{BIAS_ATTR} is only supported on {', '.join(BIAS_INPUT)}, not {op}")
+    i = BIAS_INPUT[op]
+    bv = ctx.ins[i] if i < len(ctx.ins) else None
+    y = ctx.outs[0]
+    if bv is None:
+        raise ValueError(f"{BIAS_ATTR}=1 but input {i} (the bias) is missing")
+    dims = list(bv.dims)
+    if bv.dtype != y.dtype or not dims or not y.dims or any(d != "1" for d in dims[:-1]) or dims[-1] != y.dims[-1] \
+            or bv.rank > y.rank:
+        raise ValueError(f"the bias input {i} has type {bv.dtype} {list(bv.shape)}; it must be a vector of "
+                         f"{y.dtype} with one value per output column ({y.shape[-1] if y.shape else 1})")
+    return i
 
 
 def use_act(ctx: KernelCtx) -> None:
@@ -105,12 +132,16 @@ def sg_epi(ep: Epilogue, bias: str = "NULL", bias_cols: bool = False, res: str =
 
 def rows_epilogue(ep: Epilogue, dt: DType, y: str, rows: str, n: str, res: str | None) -> list[str]:
     """C lines applying ``ep`` in place to ``rows`` rows of ``n`` contiguous elements at ``y`` (residual
-    rows at ``res`` with the same layout) — for kernels whose product does not fuse it per tile."""
+    rows at ``res`` with the same layout, the bias of ``n`` values at ``in<ep.bias>``) — for kernels
+    whose product does not fuse it per tile."""
     if not ep.active:
         return []
     sfx = "f" if dt == DType.FLOAT else "d"
     lines = [f"for (int64_t r_ = 0; r_ < {rows}; r_++) {{",
              f"    {dt.c} *restrict yr_ = {y} + r_ * ({n});"]
+    if ep.bias is not None:
+        lines += ["#pragma omp simd",
+                  f"    for (int64_t j_ = 0; j_ < {n}; j_++) yr_[j_] += in{ep.bias}[j_];"]
     if res is not None:
         lines += [f"    const {dt.c} *rr_ = {res} + r_ * ({n});",
                   "#pragma omp simd",

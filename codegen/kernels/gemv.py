@@ -1,7 +1,7 @@
 """The GEMV path of Gemm and MatMul: small static M (batch-1 layers) times a constant float32 B.
 
 B is packed at compile time into the panel layout of runtime_c/onnxc_gemv.h (``pack_gemv``), and the
-run streams it once with the bias C, a residual and an activation applied to each finished panel
+run streams it once with the bias C (or MatMul's ``onnxc_bias``), a residual and an activation applied to each finished panel
 (put there by passes/fuse_epilogues.py). codegen/kernels/matmul.py calls
 :func:`gemv_body` first; it returns None when the node is not a GEMV (``gemv_dims``), and the
 blocked GEMM takes it.
@@ -79,5 +79,7 @@ def gemv_body(ctx: KernelCtx) -> str | None:
     res = "NULL" if ep.residual is None else f"in{ep.residual}"
     ctx.helper("onnxc_gemv", '#include "onnxc_gemv.h"')
     c_args = f"in2, {cs[0]}, {cs[1]}" if cs is not None else "NULL, 0, 0"
+    if ep.bias is not None:  # MatMul's per-column bias is the C term with beta = 1
+        beta, c_args = 1.0, f"in{ep.bias}, 0, 1"
     return (f"onnxc_gemv(rt->threads, {m}, {n}, {k}, {lit(alpha, _F)}, in0, {lda}, in1, {lit(beta, _F)}, {c_args}, "
             f"{res}, {ep.act_args(_F)}, out0, {n});\nreturn 0;")

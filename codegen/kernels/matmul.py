@@ -24,7 +24,7 @@ def _epilogue(ctx: KernelCtx, dt: DType) -> tuple[Epilogue, str | None]:
     """The fused epilogue a fusion pass asked for (epilogue.py) and the residual pointer; float/double only."""
     ep = epilogue(ctx)
     if ep.active and dt not in FLOATS:
-        raise ValueError(f"a fused activation/residual is not supported for element type {dt.short}")
+        raise ValueError(f"a fused activation/residual/bias is not supported for element type {dt.short}")
     return ep, None if ep.residual is None else f"in{ep.residual}"
 
 
@@ -78,7 +78,9 @@ def matmul(ctx: KernelCtx) -> str:
             lines.append(f"if ({half_mm(ctx, dt, False, False, rows, 'N', 'K', 'in0', 'K', 'in1', 'N', 'out0')}) "
                          "return onnxc_fail(rt, ONNXC_ERR_MEMORY, \"out of memory in MatMul\");")
         elif dt == DType.FLOAT:  # constant B packed at compile time, epilogue fused
-            lines.append(sgemm_stmt(ctx, rows, "N", "K", "1.0f", "in0", "K", False, 1, False, "0.0f", "out0", "N", ep))
+            bias = "NULL" if ep.bias is None else f"in{ep.bias}"
+            lines.append(sgemm_stmt(ctx, rows, "N", "K", "1.0f", "in0", "K", False, 1, False, "0.0f", "out0", "N", ep,
+                                    bias=bias, bias_cols=True))
         else:
             lines.append(_mm(ctx, dt, False, False, rows, "N", "K", "in0", "K", "in1", "N", "out0", "N"))
             lines += rows_epilogue(ep, dt, "out0", rows, "N", res)
