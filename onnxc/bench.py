@@ -11,6 +11,7 @@ minus the value after imports). onnxruntime is optional: without it only onnxc i
 from __future__ import annotations
 
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -60,20 +61,35 @@ def ort_session(model: str | os.PathLike, threads: int):
     return ort.InferenceSession(str(model), so, providers=["CPUExecutionProvider"])
 
 
-def interleaved(fns: list[Callable[[], object]], budget: Budget) -> list[list[float]]:
-    """Seconds per run of each function, run in turn (f0, f1, f0, f1, ...) after warm-up, so slow
-    drifts of a shared machine hit all of them alike."""
+BLOCK_SECONDS = 0.02  # a turn of one engine lasts at least this long (see interleaved)
+
+
+def interleaved(fns: list[Callable[[], object]], budget: Budget, block: float = BLOCK_SECONDS) -> list[list[float]]:
+    """Seconds per run of each function, run in turns (f0 block, f1 block, f0 block, ...) after warm-up,
+    so slow drifts of a shared machine hit all of them alike.
+
+    A function faster than ``block`` seconds runs a block of repeated runs per turn and its first run
+    is not recorded: both engines' thread pools keep spinning for a while after a run (onnxc's about
+    1 ms, see codegen/native.py; onnxruntime's likewise), and that tail would otherwise land on the
+    other engine's next run, penalizing whichever runs second in a shared process rather than timing
+    either. Slower functions run once per turn (the tail is then a small part of a run)."""
+    per_run = []
     for f in fns:
+        t = time.perf_counter()
         for _ in range(budget.warmup):
             f()
+        per_run.append((time.perf_counter() - t) / max(budget.warmup, 1))
+    reps = [1 if t >= block else min(1 + math.ceil(block / max(t, 1e-7)), 1000) for t in per_run]
     times: list[list[float]] = [[] for _ in fns]
     start = time.perf_counter()
     while True:
-        for f, ts in zip(fns, times):
-            t = time.perf_counter()
-            f()
-            ts.append(time.perf_counter() - t)
-        n, elapsed = len(times[0]), time.perf_counter() - start
+        for f, ts, k in zip(fns, times, reps):
+            for i in range(k):
+                t = time.perf_counter()
+                f()
+                if i or k == 1:
+                    ts.append(time.perf_counter() - t)
+        n, elapsed = min(len(ts) for ts in times), time.perf_counter() - start
         if (n >= budget.min_runs and elapsed >= budget.seconds) or n >= budget.max_runs \
                 or (n >= 3 and elapsed >= budget.max_seconds):
             return times

@@ -387,13 +387,13 @@ static inline void onnxc_lstm_step_s(int64_t q0, int64_t q1, int back, int64_t H
 #define ONNXC_LSTM_VGATES 1
 /* The fused batch-1 step (onnxc_lstm_step_s) runs on several threads from this many multiply-adds per
  * step (4 H x H): each thread streams its share of R from its own core's L2, one barrier per step.
- * Measured on the shared 2-core VM under load (load average 8): at H = 128 and 256 the threaded steps
- * took 2.7x and 5x the time of one thread (median; a barrier waits for a descheduled thread for a
- * whole time slice before the fallback to one thread starts), so the threshold stays that of the
- * unfused steps. On an idle machine two threads would save about a third at H = 128 (a step of ~1.7 us
- * on one core against ~0.9 us plus a barrier on two). */
+ * Measured on the 2-core VM: idle, two threads take the LSTM benchmark (H = 128) from 0.54 to 0.38x
+ * onnxruntime's time at 2 threads (a step of ~1.7 us on one core against ~0.9 us plus a barrier on two);
+ * under load (load average 8, more runnable threads than cores) the threaded steps took 2.7x the time
+ * of one thread (a barrier waits for a descheduled thread for a whole time slice before the fallback
+ * to one thread starts): compile with threads=1 on a machine that is already busy. */
 #ifndef ONNXC_LSTM_FUSED_PAR_MIN
-#define ONNXC_LSTM_FUSED_PAR_MIN ONNXC_RNN_STEP_PAR_MIN
+#define ONNXC_LSTM_FUSED_PAR_MIN 65536
 #endif
 #endif
 

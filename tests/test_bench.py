@@ -138,10 +138,29 @@ def test_max_rel_error():
 def test_interleaved_alternates_and_respects_budget():
     calls: list[str] = []
     times = interleaved([lambda: calls.append("a"), lambda: calls.append("b")],
-                        Budget(min_runs=5, seconds=0.0, warmup=2))
+                        Budget(min_runs=5, seconds=0.0, warmup=2), block=0.0)
     assert [len(t) for t in times] == [5, 5]
     assert calls[:4] == ["a", "a", "b", "b"]  # warm-up of each
     assert calls[4:] == ["a", "b"] * 5
+
+
+def test_interleaved_fast_functions_run_in_blocks_without_their_first_run():
+    import time as _t
+
+    calls: list[str] = []
+
+    def slow():
+        calls.append("s")
+        _t.sleep(0.004)
+
+    times = interleaved([slow, lambda: calls.append("f")], Budget(min_runs=3, seconds=0.0, warmup=1), block=0.01)
+    body = "".join(calls[2:])
+    turns = [t for t in body.replace("sf", "s|f").replace("fs", "f|s").split("|") if t]
+    s_turn, f_turn = len(turns[0]), len(turns[1])
+    assert set(turns[0]) == {"s"} and set(turns[1]) == {"f"}
+    assert 2 <= s_turn <= 4 and f_turn > 10  # blocks of >= 10 ms, plus the unrecorded first run
+    assert len(times[0]) == (s_turn - 1) * (len(turns) // 2) and len(times[0]) >= 3
+    assert all(t >= 0.004 for t in times[0])
 
 
 def test_peak_memory_children(tmp_path):
