@@ -251,24 +251,10 @@ ONNXC_RNN_DEFINE(double, d, ONNXC_RNN_P_D)
  * dense sample). NaN propagates; large arguments saturate to 0, 1 or +-1 exactly. */
 #if defined(__AVX512F__)
 #include <immintrin.h>
+#include "onnxc_vmath.h"
 
-/* exp(y) for y <= 0 (NaN stays NaN): Cody-Waite reduction and Cephes' polynomial; scalef rebuilds
- * 2^n, subnormal results included. */
-static inline __m512 onnxc_rnn_vexp_neg(__m512 y) {
-    y = _mm512_max_ps(_mm512_set1_ps(-104.0f), y); /* max(c, NaN) is NaN */
-    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(y, _mm512_set1_ps(1.44269504089f)),
-                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), y);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-    p = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-    return _mm512_scalef_ps(p, n);
-}
+/* exp(y) for y <= 0 (NaN stays NaN): the vector exp of onnxc_vmath.h. */
+static inline __m512 onnxc_rnn_vexp_neg(__m512 y) { return onnxc_vexpf16(y); }
 
 /* num / (1 + e) for e in [0, 1]: a reciprocal estimate of d = 1 + e refined by one Newton step, one
  * residual step on the quotient (FMA: num - d q is exact), then the first-order correction for the
