@@ -33,7 +33,6 @@
 
 #include "onnxc.h"
 #include "onnxc_act.h"
-#include "onnxc_sgemm_kern.h"
 
 #ifndef ONNXC_SG_KC
 #define ONNXC_SG_KC 384
@@ -57,6 +56,8 @@ typedef struct onnxc_sg_epi {
     int act;           /* ONNXC_ACT_* */
     float a, b;        /* activation parameters */
 } onnxc_sg_epi;
+
+#include "onnxc_sgemm_kern.h" /* after onnxc_sg_epi, which its kernels may apply */
 
 /* Elements of the packed form of an M x K (A) or K x N (B) operand. */
 static inline int64_t onnxc_sg_packed_a_size(int64_t M, int64_t K) {
@@ -252,13 +253,34 @@ typedef struct {
     const onnxc_sg_epi *epi;
 } onnxc_sg_job;
 
+/* Tile (i, j) of C (mr x nr) from the K slice of A and B micro-panels a and b; the epilogue after the
+ * last slice. pf / pfs: the prefetch stream of onnxc_sg_micro_x (onnxc_sgemm_kern.h). */
+static inline void onnxc_sg_tile(const onnxc_sg_job *J, int64_t kc, const float *a, const float *b, int64_t i,
+                                 int64_t j, int mr, int nr, float beta, int last, const float *pf, int64_t pfs) {
+    float *c = J->C + i * J->ldc + j;
+    const onnxc_sg_epi *ek = last && onnxc_sg_epi_in_kernel(J->epi) ? J->epi : NULL;
+    if (last) onnxc_sg_epi_prefetch(J->epi, i, j + ONNXC_SG_NR, mr, nr);
+    onnxc_sg_micro_x(kc, a, b, c, J->ldc, mr, nr, J->alpha, beta, pf, pfs, ek, i, j);
+    if (last && J->epi && !ek) onnxc_sg_epilogue(J->epi, c, J->ldc, i, j, mr, nr);
+}
+
 /* Serial blocked GEMM on rows [m0, m1) x columns [n0, n1) of C (m0 a multiple of 12 when A is packed,
- * n0 a multiple of 32 when B is packed). Ab holds MC * KC floats, Bb KC * NC (NULL when packed). */
+ * n0 a multiple of 32 when B is packed). Ab holds MC * KC floats, Bb KC * NC (NULL when packed).
+ *
+ * Inside a block the micro-kernel walks along the rows of C (one A micro-panel in L1, the B panels from
+ * L2): C and the residual are then a dozen sequential streams the hardware prefetcher follows, which
+ * matters when K is small and the outputs dominate (a 1x1 convolution on a large map). When B is
+ * pre-packed (the weights, e.g. a small-map convolution), the walk goes down the columns instead, so
+ * each weight panel read from memory serves all row panels at once.
+ * Operands read from memory the first time (pre-packed weights) are requested ahead through the
+ * micro-kernel's prefetch stream: the next A row panel while a row is computed, the next B panel while
+ * a column is. */
 static inline void onnxc_sg_stripe(const onnxc_sg_job *J, int64_t m0, int64_t m1, int64_t n0, int64_t n1, float *Ab,
-                            float *Bb) {
-    const int64_t K = J->K, ldc = J->ldc;
+                                   float *Bb) {
+    const int64_t K = J->K;
+    const int64_t MR = ONNXC_SG_MR, NR = ONNXC_SG_NR;
     for (int64_t jc = n0; jc < n1; jc += ONNXC_SG_NC) {
-        const int64_t nc = n1 - jc < ONNXC_SG_NC ? n1 - jc : ONNXC_SG_NC;
+        const int64_t nc = n1 - jc < ONNXC_SG_NC ? n1 - jc : ONNXC_SG_NC, njr = (nc + NR - 1) / NR;
         for (int64_t pc = 0; pc < K; pc += ONNXC_SG_KC) {
             const int64_t kc = K - pc < ONNXC_SG_KC ? K - pc : ONNXC_SG_KC;
             const float beta = pc == 0 ? J->beta : 1.0f;
@@ -266,35 +288,57 @@ static inline void onnxc_sg_stripe(const onnxc_sg_job *J, int64_t m0, int64_t m1
             const float *Bs;
             int64_t bps; /* elements between B panels */
             if (J->fb == ONNXC_SG_PACKED) {
-                Bs = J->B + (jc / ONNXC_SG_NR) * K * ONNXC_SG_NR + pc * ONNXC_SG_NR;
-                bps = K * ONNXC_SG_NR;
+                Bs = J->B + (jc / NR) * K * NR + pc * NR;
+                bps = K * NR;
             } else {
                 onnxc_sg_pack_b(J->fb, J->fb ? J->B + jc * J->ldb + pc : J->B + pc * J->ldb + jc, J->ldb, kc, nc, Bb);
                 Bs = Bb;
-                bps = kc * ONNXC_SG_NR;
+                bps = kc * NR;
             }
             for (int64_t ic = m0; ic < m1; ic += ONNXC_SG_MC) {
-                const int64_t mc = m1 - ic < ONNXC_SG_MC ? m1 - ic : ONNXC_SG_MC;
+                const int64_t mc = m1 - ic < ONNXC_SG_MC ? m1 - ic : ONNXC_SG_MC, nir = (mc + MR - 1) / MR;
                 const float *As;
                 int64_t aps;
                 if (J->fa == ONNXC_SG_PACKED) {
-                    As = J->A + (ic / ONNXC_SG_MR) * K * ONNXC_SG_MR + pc * ONNXC_SG_MR;
-                    aps = K * ONNXC_SG_MR;
+                    As = J->A + (ic / MR) * K * MR + pc * MR;
+                    aps = K * MR;
                 } else {
                     onnxc_sg_pack_a(J->fa, J->fa ? J->A + pc * J->lda + ic : J->A + ic * J->lda + pc, J->lda, mc, kc,
                                     Ab);
                     As = Ab;
-                    aps = kc * ONNXC_SG_MR;
+                    aps = kc * MR;
                 }
-                for (int64_t jr = 0; jr < nc; jr += ONNXC_SG_NR) {
-                    const int nr = nc - jr < ONNXC_SG_NR ? (int)(nc - jr) : ONNXC_SG_NR;
-                    const float *bp = Bs + (jr / ONNXC_SG_NR) * bps;
-                    for (int64_t ir = 0; ir < mc; ir += ONNXC_SG_MR) {
-                        const int mr = mc - ir < ONNXC_SG_MR ? (int)(mc - ir) : ONNXC_SG_MR;
-                        float *c = J->C + (ic + ir) * ldc + jc + jr;
-                        if (last) onnxc_sg_epi_prefetch(J->epi, ic + ir, jc + jr + ONNXC_SG_NR, mr, nr);
-                        onnxc_sg_micro(kc, As + (ir / ONNXC_SG_MR) * aps, bp, c, ldc, mr, nr, J->alpha, beta);
-                        if (last && J->epi) onnxc_sg_epilogue(J->epi, c, ldc, ic + ir, jc + jr, mr, nr);
+                if (J->fb != ONNXC_SG_PACKED) {
+                    const int64_t pfs = (MR + njr - 1) / njr; /* the next A panel over this row's njr calls */
+                    for (int64_t ir = 0; ir < mc; ir += MR) {
+                        const int mr = mc - ir < MR ? (int)(mc - ir) : (int)MR;
+                        const float *pfa = NULL;
+                        if (J->fa == ONNXC_SG_PACKED) {
+                            if (ir + MR < mc) pfa = As + (ir / MR + 1) * aps;
+                            else if (ic + ONNXC_SG_MC < m1) pfa = As + nir * aps;
+                            else if (pc + kc < K) pfa = J->A + (m0 / MR) * K * MR + (pc + kc) * MR;
+                        }
+                        for (int64_t jr = 0; jr < nc; jr += NR) {
+                            const int nr = nc - jr < NR ? (int)(nc - jr) : (int)NR;
+                            onnxc_sg_tile(J, kc, As + (ir / MR) * aps, Bs + (jr / NR) * bps, ic + ir, jc + jr, mr, nr,
+                                          beta, last, pfa ? pfa + (jr / NR) * pfs * kc : NULL, pfs);
+                        }
+                    }
+                } else {
+                    const int64_t pfs = (NR + nir - 1) / nir; /* the next B panel over this column's nir calls */
+                    for (int64_t jr = 0; jr < nc; jr += NR) {
+                        const int nr = nc - jr < NR ? (int)(nc - jr) : (int)NR;
+                        const float *bp = Bs + (jr / NR) * bps, *pfb = NULL;
+                        if (ic == m0) { /* first use of these weight panels */
+                            if (jr + NR < nc) pfb = bp + bps;
+                            else if (pc + kc < K) pfb = J->B + (jc / NR) * K * NR + (pc + kc) * NR;
+                            else if (jc + nc < n1) pfb = J->B + ((jc + nc) / NR) * K * NR;
+                        }
+                        for (int64_t ir = 0; ir < mc; ir += MR) {
+                            const int mr = mc - ir < MR ? (int)(mc - ir) : (int)MR;
+                            onnxc_sg_tile(J, kc, As + (ir / MR) * aps, bp, ic + ir, jc + jr, mr, nr, beta, last,
+                                          pfb ? pfb + (ir / MR) * pfs * kc : NULL, pfs);
+                        }
                     }
                 }
             }
@@ -440,6 +484,7 @@ static inline int onnxc_sg_conv_rows(int threads, int64_t M, int64_t K, const fl
         for (int64_t pc = 0; pc < K; pc += ONNXC_SG_KC) {
             const int64_t kc = K - pc < ONNXC_SG_KC ? K - pc : ONNXC_SG_KC;
             const int last = pc + kc >= K;
+            int first = 1;
 #pragma omp for schedule(static)
             for (int64_t t = 0; t < tiles; t++) {
                 if (!bp) continue;
@@ -477,9 +522,18 @@ static inline int onnxc_sg_conv_rows(int threads, int64_t M, int64_t K, const fl
                     const int mr = M - ir < ONNXC_SG_MR ? (int)(M - ir) : ONNXC_SG_MR;
                     float *c = y + ir * OP;
                     if (last) onnxc_sg_epi_prefetch(epi, ir, j0 + ONNXC_SG_NR, mr, nr);
-                    onnxc_sg_micro(kc, Ap + ir * K + pc * ONNXC_SG_MR, bp, c, OP, mr, nr, 1.0f, pc == 0 ? 0.0f : 1.0f);
-                    if (last && epi) onnxc_sg_epilogue(epi, c, OP, ir, j0, mr, nr);
+                    /* the thread's first tile of a slice reads the filter from memory: request the next panel */
+                    const float *pf = NULL;
+                    if (first) {
+                        if (ir + ONNXC_SG_MR < M) pf = Ap + (ir + ONNXC_SG_MR) * K + pc * ONNXC_SG_MR;
+                        else if (pc + kc < K) pf = Ap + (pc + kc) * ONNXC_SG_MR;
+                    }
+                    const onnxc_sg_epi *ek = last && onnxc_sg_epi_in_kernel(epi) ? epi : NULL;
+                    onnxc_sg_micro_x(kc, Ap + ir * K + pc * ONNXC_SG_MR, bp, c, OP, mr, nr, 1.0f,
+                                     pc == 0 ? 0.0f : 1.0f, pf, ONNXC_SG_MR, ek, ir, j0);
+                    if (last && epi && !ek) onnxc_sg_epilogue(epi, c, OP, ir, j0, mr, nr);
                 }
+                first = 0;
             }
         }
         free(bp);

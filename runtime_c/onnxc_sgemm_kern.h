@@ -9,6 +9,16 @@
  * floats), `b` one panel of packed B (kc rows of ONNXC_SG_NR = 32 floats); both are zero-padded by the
  * packing, so a kernel may compute the whole 12 x 32 tile but stores only mr x nr.
  *
+ * onnxc_sg_micro_x(kc, a, b, c, ldc, mr, nr, alpha, beta, pf, pfs, e, ei, ej) adds two things:
+ * - a prefetch stream: while it computes, it prefetches into L2 the floats pf[p * pfs .. p * pfs + 32)
+ *   for every p < kc (pf NULL: none). Callers point it at the operand panel they will need next when that
+ *   one comes cold from memory (weights), so it is requested a whole panel ahead instead of stalling the
+ *   next micro-kernel (onnxc_sgemm.h onnxc_sg_stripe);
+ * - the GEMM epilogue e (bias, residual, activation; the tile is at (ei, ej) of C) applied in registers
+ *   before the store, where ONNXC_SG_EPI_IN_KERNEL is 1 (AVX-512) and e's activation is one
+ *   onnxc_sg_epi_in_kernel accepts; elsewhere e is ignored and the caller runs onnxc_sg_epilogue.
+ *   Same operations in the same order as onnxc_sg_epilogue, so the results are bit-identical.
+ *
  * The panel sizes are one layout for every target (weights packed at compile time do not depend on the
  * machine); each kernel tiles the 12 x 32 panel with its own register block:
  *   AVX-512F          12x32, 6 variants (4/8/12 rows x 1/2 vectors): 24 zmm accumulators, broadcasts
@@ -24,11 +34,31 @@
 #include <immintrin.h>
 #define ONNXC_SG_ISA "avx512"
 
+#define ONNXC_SG_EPI_IN_KERNEL 1
+
+/* The activations the kernel applies in registers, exactly as onnxc_act_row_f (MAXPS / MINPS return their
+ * second operand on NaN and on equal values, which keeps NaN and -0.0 as the scalar comparisons do). */
+static inline int onnxc_sg_epi_in_kernel(const onnxc_sg_epi *e) {
+    return e && (e->act == ONNXC_ACT_NONE || e->act == ONNXC_ACT_RELU || e->act == ONNXC_ACT_CLIP ||
+                 e->act == ONNXC_ACT_LEAKYRELU);
+}
+
+static inline __attribute__((always_inline)) __m512 onnxc_sg_act512(int act, float a, float b, __m512 x) {
+    switch (act) {
+    case ONNXC_ACT_RELU: return _mm512_max_ps(_mm512_setzero_ps(), x);
+    case ONNXC_ACT_CLIP: return _mm512_min_ps(_mm512_set1_ps(b), _mm512_max_ps(_mm512_set1_ps(a), x));
+    case ONNXC_ACT_LEAKYRELU:
+        return _mm512_mask_mul_ps(x, _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ), x, _mm512_set1_ps(a));
+    default: return x;
+    }
+}
+
 /* R rows (4, 8 or 12) and V zmm vectors (1 or 2) of the 12 x 32 tile; always inlined with constants. */
 static inline __attribute__((always_inline)) void onnxc_sg_k512(const int R, const int V, int64_t kc,
                                                                 const float *restrict a, const float *restrict b,
                                                                 float *c, int64_t ldc, int mr, int nr, float alpha,
-                                                                float beta) {
+                                                                float beta, const float *pf, int64_t pfs,
+                                                                const onnxc_sg_epi *e, int64_t ei, int64_t ej) {
     __m512 acc[12][2];
 #pragma GCC unroll 12
     for (int i = 0; i < R; i++) {
@@ -43,6 +73,11 @@ static inline __attribute__((always_inline)) void onnxc_sg_k512(const int R, con
         const __m512 b1 = V > 1 ? _mm512_loadu_ps(b + 16) : b0;
         _mm_prefetch((const char *)(b + 8 * ONNXC_SG_NR), _MM_HINT_T0);
         _mm_prefetch((const char *)(a + 16 * ONNXC_SG_MR), _MM_HINT_T0);
+        if (pf) {
+            _mm_prefetch((const char *)pf, _MM_HINT_T1);
+            _mm_prefetch((const char *)(pf + 16), _MM_HINT_T1);
+            pf += pfs;
+        }
 #pragma GCC unroll 12
         for (int i = 0; i < R; i++) {
             const __m512 ai = _mm512_set1_ps(a[i]);
@@ -59,28 +94,51 @@ static inline __attribute__((always_inline)) void onnxc_sg_k512(const int R, con
     for (int i = 0; i < R; i++) {
         if (i >= mr) break;
         float *ci = c + i * ldc;
-        __m512 x0 = _mm512_mul_ps(acc[i][0], va);
+        __m512 x0 = _mm512_mul_ps(acc[i][0], va), x1 = x0;
         if (beta != 0) x0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m0, ci), vb, x0);
-        _mm512_mask_storeu_ps(ci, m0, x0);
         if (V > 1) {
-            __m512 x1 = _mm512_mul_ps(acc[i][1], va);
+            x1 = _mm512_mul_ps(acc[i][1], va);
             if (beta != 0) x1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m1, ci + 16), vb, x1);
-            _mm512_mask_storeu_ps(ci + 16, m1, x1);
         }
+        if (e) {
+            if (e->bias && e->bias_cols) {
+                x0 = _mm512_add_ps(x0, _mm512_maskz_loadu_ps(m0, e->bias + ej));
+                if (V > 1) x1 = _mm512_add_ps(x1, _mm512_maskz_loadu_ps(m1, e->bias + ej + 16));
+            } else if (e->bias) {
+                const __m512 bv = _mm512_set1_ps(e->bias[ei + i]);
+                x0 = _mm512_add_ps(x0, bv);
+                if (V > 1) x1 = _mm512_add_ps(x1, bv);
+            }
+            if (e->res) {
+                const float *r = e->res + (ei + i) * e->ldr + ej;
+                x0 = _mm512_add_ps(x0, _mm512_maskz_loadu_ps(m0, r));
+                if (V > 1) x1 = _mm512_add_ps(x1, _mm512_maskz_loadu_ps(m1, r + 16));
+            }
+            x0 = onnxc_sg_act512(e->act, e->a, e->b, x0);
+            if (V > 1) x1 = onnxc_sg_act512(e->act, e->a, e->b, x1);
+        }
+        _mm512_mask_storeu_ps(ci, m0, x0);
+        if (V > 1) _mm512_mask_storeu_ps(ci + 16, m1, x1);
+    }
+}
+
+static inline void onnxc_sg_micro_x(int64_t kc, const float *restrict a, const float *restrict b, float *c,
+                                    int64_t ldc, int mr, int nr, float alpha, float beta, const float *pf,
+                                    int64_t pfs, const onnxc_sg_epi *e, int64_t ei, int64_t ej) {
+    if (nr > 16) {
+        if (mr > 8) onnxc_sg_k512(12, 2, kc, a, b, c, ldc, mr, nr, alpha, beta, pf, pfs, e, ei, ej);
+        else if (mr > 4) onnxc_sg_k512(8, 2, kc, a, b, c, ldc, mr, nr, alpha, beta, pf, pfs, e, ei, ej);
+        else onnxc_sg_k512(4, 2, kc, a, b, c, ldc, mr, nr, alpha, beta, pf, pfs, e, ei, ej);
+    } else {
+        if (mr > 8) onnxc_sg_k512(12, 1, kc, a, b, c, ldc, mr, nr, alpha, beta, pf, pfs, e, ei, ej);
+        else if (mr > 4) onnxc_sg_k512(8, 1, kc, a, b, c, ldc, mr, nr, alpha, beta, pf, pfs, e, ei, ej);
+        else onnxc_sg_k512(4, 1, kc, a, b, c, ldc, mr, nr, alpha, beta, pf, pfs, e, ei, ej);
     }
 }
 
 static inline void onnxc_sg_micro(int64_t kc, const float *restrict a, const float *restrict b, float *c, int64_t ldc,
-                           int mr, int nr, float alpha, float beta) {
-    if (nr > 16) {
-        if (mr > 8) onnxc_sg_k512(12, 2, kc, a, b, c, ldc, mr, nr, alpha, beta);
-        else if (mr > 4) onnxc_sg_k512(8, 2, kc, a, b, c, ldc, mr, nr, alpha, beta);
-        else onnxc_sg_k512(4, 2, kc, a, b, c, ldc, mr, nr, alpha, beta);
-    } else {
-        if (mr > 8) onnxc_sg_k512(12, 1, kc, a, b, c, ldc, mr, nr, alpha, beta);
-        else if (mr > 4) onnxc_sg_k512(8, 1, kc, a, b, c, ldc, mr, nr, alpha, beta);
-        else onnxc_sg_k512(4, 1, kc, a, b, c, ldc, mr, nr, alpha, beta);
-    }
+                                  int mr, int nr, float alpha, float beta) {
+    onnxc_sg_micro_x(kc, a, b, c, ldc, mr, nr, alpha, beta, NULL, 0, NULL, 0, 0);
 }
 
 #elif defined(__AVX2__) && defined(__FMA__)
@@ -90,7 +148,8 @@ static inline void onnxc_sg_micro(int64_t kc, const float *restrict a, const flo
 /* One 6 x 16 sub-tile (V = 2 ymm vectors, or 1 when nr <= 8); mr <= 6, nr <= 16. */
 static inline __attribute__((always_inline)) void onnxc_sg_k256(const int V, int64_t kc, const float *restrict a,
                                                                 const float *restrict b, float *c, int64_t ldc,
-                                                                int mr, int nr, float alpha, float beta) {
+                                                                int mr, int nr, float alpha, float beta,
+                                                                const float *pf, int64_t pfs) {
     __m256 acc[6][2];
 #pragma GCC unroll 6
     for (int i = 0; i < 6; i++) {
@@ -100,6 +159,11 @@ static inline __attribute__((always_inline)) void onnxc_sg_k256(const int V, int
     for (int64_t p = 0; p < kc; p++) {
         const __m256 b0 = _mm256_loadu_ps(b);
         const __m256 b1 = V > 1 ? _mm256_loadu_ps(b + 8) : b0;
+        if (pf) {
+            _mm_prefetch((const char *)pf, _MM_HINT_T1);
+            _mm_prefetch((const char *)(pf + 16), _MM_HINT_T1);
+            pf += pfs;
+        }
 #pragma GCC unroll 6
         for (int i = 0; i < 6; i++) {
             const __m256 ai = _mm256_broadcast_ss(a + i);
@@ -128,16 +192,26 @@ static inline __attribute__((always_inline)) void onnxc_sg_k256(const int V, int
     }
 }
 
-static inline void onnxc_sg_micro(int64_t kc, const float *restrict a, const float *restrict b, float *c, int64_t ldc,
-                           int mr, int nr, float alpha, float beta) {
+static inline void onnxc_sg_micro_x(int64_t kc, const float *restrict a, const float *restrict b, float *c,
+                                    int64_t ldc, int mr, int nr, float alpha, float beta, const float *pf,
+                                    int64_t pfs, const onnxc_sg_epi *e, int64_t ei, int64_t ej) {
+    (void)e;
+    (void)ei;
+    (void)ej;
     for (int i0 = 0; i0 < mr; i0 += 6) {
         const int m = mr - i0 < 6 ? mr - i0 : 6;
         for (int j0 = 0; j0 < nr; j0 += 16) {
             const int n = nr - j0 < 16 ? nr - j0 : 16;
-            if (n > 8) onnxc_sg_k256(2, kc, a + i0, b + j0, c + i0 * ldc + j0, ldc, m, n, alpha, beta);
-            else onnxc_sg_k256(1, kc, a + i0, b + j0, c + i0 * ldc + j0, ldc, m, n, alpha, beta);
+            if (n > 8) onnxc_sg_k256(2, kc, a + i0, b + j0, c + i0 * ldc + j0, ldc, m, n, alpha, beta, pf, pfs);
+            else onnxc_sg_k256(1, kc, a + i0, b + j0, c + i0 * ldc + j0, ldc, m, n, alpha, beta, pf, pfs);
+            pf = NULL; /* the first sub-tile requests the whole stream */
         }
     }
+}
+
+static inline void onnxc_sg_micro(int64_t kc, const float *restrict a, const float *restrict b, float *c, int64_t ldc,
+                                  int mr, int nr, float alpha, float beta) {
+    onnxc_sg_micro_x(kc, a, b, c, ldc, mr, nr, alpha, beta, NULL, 0, NULL, 0, 0);
 }
 
 #elif defined(__ARM_NEON) && defined(__aarch64__)
@@ -203,5 +277,27 @@ static inline void onnxc_sg_micro(int64_t kc, const float *restrict a, const flo
             }
         }
     }
+}
+#endif
+
+#if !defined(__AVX512F__) && !(defined(__AVX2__) && defined(__FMA__))
+/* NEON and portable C: no prefetch stream, no epilogue in the kernel. */
+static inline void onnxc_sg_micro_x(int64_t kc, const float *restrict a, const float *restrict b, float *c,
+                                    int64_t ldc, int mr, int nr, float alpha, float beta, const float *pf,
+                                    int64_t pfs, const onnxc_sg_epi *e, int64_t ei, int64_t ej) {
+    (void)pf;
+    (void)pfs;
+    (void)e;
+    (void)ei;
+    (void)ej;
+    onnxc_sg_micro(kc, a, b, c, ldc, mr, nr, alpha, beta);
+}
+#endif
+
+#ifndef ONNXC_SG_EPI_IN_KERNEL
+#define ONNXC_SG_EPI_IN_KERNEL 0
+static inline int onnxc_sg_epi_in_kernel(const onnxc_sg_epi *e) {
+    (void)e;
+    return 0;
 }
 #endif
