@@ -44,6 +44,10 @@
 #define ONNXC_SG_NC (ONNXC_SG_NR * 32)
 #endif
 
+#ifndef ONNXC_SG_SHARED_MAX
+#define ONNXC_SG_SHARED_MAX (8 << 20) /* floats of an operand packed once for all threads (32 MiB) */
+#endif
+
 enum { ONNXC_SG_PLAIN = 0, ONNXC_SG_TRANS = 1, ONNXC_SG_PACKED = 2 };
 #define ONNXC_SG_XSLACK (2 * ONNXC_SG_NR) /* floats readable past a padded convolution input */
 
@@ -251,6 +255,7 @@ typedef struct {
     float *C;
     int64_t ldc;
     const onnxc_sg_epi *epi;
+    int b_pre; /* B was packed before the call (weights, read from memory): see onnxc_sg_stripe */
 } onnxc_sg_job;
 
 /* Tile (i, j) of C (mr x nr) from the K slice of A and B micro-panels a and b; the epilogue after the
@@ -308,7 +313,7 @@ static inline void onnxc_sg_stripe(const onnxc_sg_job *J, int64_t m0, int64_t m1
                     As = Ab;
                     aps = kc * MR;
                 }
-                if (J->fb != ONNXC_SG_PACKED) {
+                if (!J->b_pre) {
                     const int64_t pfs = (MR + njr - 1) / njr; /* the next A panel over this row's njr calls */
                     for (int64_t ir = 0; ir < mc; ir += MR) {
                         const int mr = mc - ir < MR ? (int)(mc - ir) : (int)MR;
@@ -402,11 +407,24 @@ static inline int onnxc_sgemm_ex(int threads, int64_t M, int64_t N, int64_t K, f
                (double)M * (double)N * (double)K <= ONNXC_GEMM_SMALL) {
         onnxc_sxgemm_small(fa, fb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     } else {
-        const onnxc_sg_job J = {K, alpha, beta, A, B, lda, ldb, fa, fb, C, ldc, epi};
+        onnxc_sg_job J = {K, alpha, beta, A, B, lda, ldb, fa, fb, C, ldc, epi, fb == ONNXC_SG_PACKED};
         int nt = threads > 1 && (double)M * (double)N * (double)K >= ONNXC_GEMM_PAR_MIN ? threads : 1;
         /* stripes of whole panels along N or M, whichever has more panels */
         const int64_t nblk = (N + ONNXC_SG_NR - 1) / ONNXC_SG_NR, mblk = (M + ONNXC_SG_MR - 1) / ONNXC_SG_MR;
         const int along_n = nblk >= mblk;
+        /* with threads, the operand all stripes share (B for stripes of rows, A for stripes of columns) is
+         * packed once, each thread packing some of its panels, instead of once per stripe */
+        const int share = nt > 1 && (along_n ? fa != ONNXC_SG_PACKED : fb != ONNXC_SG_PACKED);
+        const int64_t shared_n = !share ? 0 : along_n ? onnxc_sg_packed_a_size(M, K) : onnxc_sg_packed_b_size(K, N);
+        float *shared = share && shared_n <= ONNXC_SG_SHARED_MAX ? (float *)onnxc_alloc((size_t)shared_n * sizeof(float))
+                                                                : NULL;
+        if (shared && along_n) {
+            J.A = shared;
+            J.fa = ONNXC_SG_PACKED;
+        } else if (shared) {
+            J.B = shared;
+            J.fb = ONNXC_SG_PACKED;
+        }
         const int64_t blocks = along_n ? nblk : mblk;
         if (nt > blocks) nt = (int)blocks;
         int64_t nch = nt > 1 ? (int64_t)nt * 4 : 1; /* a few stripes per thread, handed out dynamically */
@@ -421,9 +439,23 @@ static inline int onnxc_sgemm_ex(int threads, int64_t M, int64_t N, int64_t K, f
         ncap = (ncap + ONNXC_SG_NR - 1) / ONNXC_SG_NR * ONNXC_SG_NR;
 #pragma omp parallel num_threads(nt) if (nt > 1) reduction(| : status)
         {
-            float *Ab = fa == ONNXC_SG_PACKED ? NULL : (float *)onnxc_alloc((size_t)(mcap * kc) * sizeof(float));
-            float *Bb = fb == ONNXC_SG_PACKED ? NULL : (float *)onnxc_alloc((size_t)(ncap * kc) * sizeof(float));
-            const int ok = (Ab || fa == ONNXC_SG_PACKED) && (Bb || fb == ONNXC_SG_PACKED);
+            if (shared) { /* whole panels (K x 12 of A, K x 32 of B) in the layout of a pre-packed operand */
+#pragma omp for schedule(static)
+                for (int64_t q = 0; q < (along_n ? mblk : nblk); q++) {
+                    if (along_n) {
+                        const int64_t i0 = q * ONNXC_SG_MR;
+                        onnxc_sg_pack_a(fa, fa ? A + i0 : A + i0 * lda, lda, M - i0 < ONNXC_SG_MR ? M - i0 : ONNXC_SG_MR,
+                                        K, shared + i0 * K);
+                    } else {
+                        const int64_t j0 = q * ONNXC_SG_NR;
+                        onnxc_sg_pack_b(fb, fb ? B + j0 * ldb : B + j0, ldb, K, N - j0 < ONNXC_SG_NR ? N - j0 : ONNXC_SG_NR,
+                                        shared + j0 * K);
+                    }
+                }
+            }
+            float *Ab = J.fa == ONNXC_SG_PACKED ? NULL : (float *)onnxc_alloc((size_t)(mcap * kc) * sizeof(float));
+            float *Bb = J.fb == ONNXC_SG_PACKED ? NULL : (float *)onnxc_alloc((size_t)(ncap * kc) * sizeof(float));
+            const int ok = (Ab || J.fa == ONNXC_SG_PACKED) && (Bb || J.fb == ONNXC_SG_PACKED);
             if (!ok) status |= ONNXC_ERR_MEMORY;
 #pragma omp for schedule(dynamic, 1)
             for (int64_t s = 0; s < nch; s++) {
@@ -435,6 +467,7 @@ static inline int onnxc_sgemm_ex(int threads, int64_t M, int64_t N, int64_t K, f
             free(Ab);
             free(Bb);
         }
+        free(shared);
         return status ? ONNXC_ERR_MEMORY : 0;
     }
     if (epi && !status) {

@@ -153,6 +153,26 @@ def test_gemm_two_threads_matches_one():
     np.testing.assert_allclose(one, a @ b, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("m,k,n,ta,tb", [
+    (300, 450, 70, 0, 0),   # stripes of rows: B packed once for both threads
+    (40, 450, 500, 0, 0),   # stripes of columns: A packed once
+    (300, 450, 70, 1, 1),
+    (40, 450, 500, 1, 1),
+])
+def test_gemm_two_threads_share_the_packed_operand(m, k, n, ta, tb):
+    """Neither operand constant: with two threads the shared operand is packed once into whole panels;
+    the K slices are the same, so the result is bit-identical to one thread."""
+    rng = np.random.default_rng(11)
+    a = random_array(rng, (k, m) if ta else (m, k))
+    b = random_array(rng, (n, k) if tb else (k, n))
+    mdl = node_model("Gemm", {"a": a, "b": b}, transA=ta, transB=tb)
+    one = onnxc.compile(mdl, threads=1).run({"a": a, "b": b})["y0"]
+    two = onnxc.compile(mdl, threads=2).run({"a": a, "b": b})["y0"]
+    np.testing.assert_array_equal(two, one)
+    ref = (a.T if ta else a) @ (b.T if tb else b)
+    np.testing.assert_allclose(one, ref, rtol=1e-4, atol=1e-4)
+
+
 # -- Conv: every path against onnx.reference --------------------------------------------------------
 
 CONV_CASES = [
