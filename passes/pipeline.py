@@ -16,7 +16,6 @@ from .base import PassResult
 from .eliminate_common_subexpressions import eliminate_common_subexpressions
 from .eliminate_dead_code import eliminate_dead_code
 from .fold_batchnorm import fold_batchnorm
-from .fold_bn_affine import merge_affine, spell_out_batchnorm
 from .fold_constants import fold_constants
 from .fuse_attention import fuse_attention
 from .fuse_elementwise import fuse_elementwise
@@ -24,7 +23,9 @@ from .fuse_epilogues import fuse_epilogues
 from .infer_shapes import infer_shapes
 from .inline_functions import inline_functions
 from .lift_captures import lift_captures
+from .merge_bn_affine import merge_affine
 from .remove_identities import remove_identities
+from .spell_out_batchnorm import spell_out_batchnorm
 
 Step = tuple[str, Callable[[Model], PassResult]]
 

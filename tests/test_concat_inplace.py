@@ -1,5 +1,5 @@
-"""Concat without copies (codegen/concat_inplace.py) and BN affine folding (passes/fold_bn_affine.py):
-results against onnx.reference, and the intended path checked on the lowered Program."""
+"""Concat without copies (codegen/concat_inplace.py) and BN affine folding (passes/merge_bn_affine.py,
+passes/spell_out_batchnorm.py): results against onnx.reference, and the intended path checked on the lowered Program."""
 
 from __future__ import annotations
 
