@@ -6,7 +6,9 @@ renamed into place under a per-key lock, so concurrent processes never see half-
 ``ONNXC_FAIL_ON_COMPILE=1`` turns any cache miss into a CompileError (tests use it to prove a
 compile was not needed). Counters record hits and misses for tests: ``hits``/``misses`` count
 libraries found / compiled (a model-cache hit, codegen/model_cache.py, counts as a hit);
-``model_hits``/``model_misses`` count the model cache's lookups.
+``model_hits``/``model_misses`` count the model cache's lookups. A hit marks the entry as used; the
+cache is kept under a size bound (``ONNXC_CACHE_MAX_MB``, least recently used entries go first;
+codegen/cache_prune.py).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pathlib import Path
 
 from onnxc.ir import CompileError
 
+from .cache_prune import prune, touch
 from .compiler import CompilerConfig, compile_shared, compiler_version, runtime_dir
 
 FORMAT_VERSION = "1"
@@ -59,6 +62,7 @@ def build_cached(source: str, cfg: CompilerConfig, cache: str | os.PathLike | No
     final = root / key[:2] / f"{key}.so"
     if final.exists():
         stats["hits"] += 1
+        touch(final)
         return final
     if fail_on_compile():
         raise CompileError(f"compilation needed (cache miss for key {key[:16]}) but ONNXC_FAIL_ON_COMPILE is set")
@@ -79,4 +83,5 @@ def build_cached(source: str, cfg: CompilerConfig, cache: str | os.PathLike | No
                 os.replace(out, final)
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+    prune(root)
     return final

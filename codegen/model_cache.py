@@ -15,7 +15,8 @@ An entry is a folder ``<cache>/models/<key[:2]>/<key>/`` in the layout of an AOT
 ``jit`` section records the library's sha256 and the external data files the model read (checked on
 every hit). Entries are written into a temporary folder (while the C compiler runs) and renamed into
 place, so concurrent processes never see half-written entries; an entry that fails any check is
-discarded and rebuilt. Nothing evicts entries (like the C cache): delete the folder to reclaim space.
+discarded and rebuilt. A hit marks the entry as used (its manifest's modification time); the folder is
+kept under a size bound with the C cache's libraries (codegen/cache_prune.py, ``ONNXC_CACHE_MAX_MB``).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from pathlib import Path
 from onnxc.ir import CompileError, ModelError
 
 from .artifact import FORMAT, MANIFEST, checksum, type_from_json, type_json
+from .cache_prune import prune, touch
 
 FORMAT_VERSION = "1"
 CHUNK = 1 << 20
@@ -164,6 +166,7 @@ def lookup(root: Path, key: str, base_dir: str | None = None) -> Entry | None:
         raise EntryError(f"{d}: incomplete manifest ({e})") from None
     except OSError as e:
         raise EntryError(f"{d}: {e}") from None
+    touch(d / MANIFEST)
     return Entry(d, manifest)
 
 
@@ -222,6 +225,7 @@ class PendingEntry:
             (tmp / MANIFEST).write_text(json.dumps(self.manifest, indent=1, sort_keys=True) + "\n")
             os.rename(tmp, self.final)  # fails when another process stored the same entry first
             self.tmp = None
+            prune(self.root)
             return self.final
         except OSError:
             self.abandon()

@@ -327,3 +327,81 @@ def test_codegen_switches_are_part_of_the_key(monkeypatch):
     base = model_cache.model_key("d" * 64, {"threads": 1})
     monkeypatch.setenv("ONNXC_WINOGRAD", "0")
     assert model_cache.model_key("d" * 64, {"threads": 1}) != base
+
+
+# -- size bound (codegen/cache_prune.py) ----------------------------------------------------------------------
+
+
+def _age(path: Path, seconds: float) -> None:
+    t = path.stat().st_mtime - seconds
+    os.utime(path, (t, t))
+
+
+def test_prune_removes_least_recently_used_first(tmp_path):
+    """Three models compiled into one cache and a bound of a third of its size: the least recently used
+    entries go first, down to PRUNE_TO of the bound, and what is left still hits."""
+    from onnxc.codegen import cache_prune
+
+    cache = tmp_path / "c"
+    paths = []
+    for i, scale in enumerate((1.0, 2.0, 3.0)):
+        p = tmp_path / f"m{i}.onnx"
+        onnx.save(affine_model(scale), p)
+        onnxc.compile(p, cache_dir=cache).run({"x": X})
+        paths.append(p)
+    entries = sorted(p for p in (cache / "models").glob("??/*") if p.is_dir())
+    libs = sorted(cache.glob("??/*.so"))
+    assert len(entries) == 3 and libs  # the weights are data: the three share their library
+    total = sum(sum(f.stat().st_size for f in e.iterdir()) for e in entries) + \
+        sum(f.stat().st_size + f.with_suffix(".c").stat().st_size for f in libs)
+    # entry ages: 3 h, 2 h, 1 h unused (in listing order); libraries 4 h; then a bound of a third of the total
+    for e, hours in zip(entries, (3, 2, 1)):
+        _age(e / "onnxc.json", 3600 * hours)
+    for lib in libs:
+        _age(lib, 4 * 3600)
+    assert cache_prune.prune(cache, limit=total // 3, force=True) > 0
+    assert not libs[0].exists() and not entries[0].exists()  # oldest first
+    assert entries[-1].exists()  # removal stops once the rest fits under PRUNE_TO of the bound
+    assert not any(p.name.startswith(".") for p in (cache / "models").glob("??/*"))
+    assert (cache / cache_prune.STAMP).exists()
+    # the models whose entries are left still hit, the others compile again and give the same results
+    left = sum(e.exists() for e in entries)
+    before = _counts()
+    for p in paths:
+        onnxc.compile(p, cache_dir=cache).run({"x": X})
+    assert _delta(before)["model_hits"] == left
+
+
+def test_prune_keeps_recent_entries_and_respects_the_interval(tmp_path, monkeypatch):
+    from onnxc.codegen import cache_prune
+
+    cache = tmp_path / "c"
+    onnxc.compile(affine_model(), cache_dir=cache).run({"x": X})
+    assert cache_prune.prune(cache, limit=1, force=True) == 0  # everything is younger than MIN_AGE_S
+    for f in list(cache.glob("??/*.so")) + list((cache / "models").glob("??/*/onnxc.json")):
+        _age(f, 2 * cache_prune.MIN_AGE_S)
+    assert cache_prune.prune(cache, limit=1) == 0  # a walk just ran (the stamp is fresh)
+    assert cache_prune.prune(cache, limit=1, force=True) > 0
+    assert not list(cache.glob("??/*.so")) and not [p for p in (cache / "models").glob("??/*") if p.is_dir()]
+    # the next compile rebuilds and hits again
+    onnxc.compile(affine_model(), cache_dir=cache).run({"x": X})
+    monkeypatch.setenv("ONNXC_FAIL_ON_COMPILE", "1")
+    onnxc.compile(affine_model(), cache_dir=cache).run({"x": X})
+
+
+def test_a_hit_marks_the_entry_used(saved, tmp_path):
+    cache = tmp_path / "c"
+    onnxc.compile(saved, cache_dir=cache)
+    manifest = _entry(cache) / "onnxc.json"
+    _age(manifest, 3600)
+    before = manifest.stat().st_mtime
+    onnxc.compile(saved, cache_dir=cache)
+    assert manifest.stat().st_mtime > before + 3000
+
+
+@pytest.mark.parametrize("raw,mb", [("", 4096), ("0", 0), ("12.5", 12.5), ("lots", 4096)])
+def test_cache_bound_from_the_environment(monkeypatch, raw, mb):
+    from onnxc.codegen import cache_prune
+
+    monkeypatch.setenv("ONNXC_CACHE_MAX_MB", raw)
+    assert cache_prune.max_bytes() == int(mb * (1 << 20))

@@ -1,0 +1,122 @@
+"""A size bound for the on-disk caches (codegen/cache.py libraries, codegen/model_cache.py entries).
+
+Both caches share one folder. Every hit refreshes its entry's modification time (``touch``); after a
+store, ``prune`` removes the least recently used entries once the folder holds more than
+``ONNXC_CACHE_MAX_MB`` (default DEFAULT_MAX_MB; 0 = no bound), down to PRUNE_TO of the bound.
+
+- An entry used or written within the last MIN_AGE_S seconds is never removed: another process may
+  have just found it and be about to load it. (A library that is already loaded, or weights already
+  mapped, survive removal anyway: unlinking keeps an open file alive.)
+- Walking a large cache takes a while, so a store prunes at most once per INTERVAL_S per cache (a
+  stamp file records the last walk).
+- Model entries are renamed aside before they are deleted (model_cache.discard), so a concurrent
+  lookup sees a whole entry or none; a library is one file, removed with its source and lock.
+Failures (a read-only or vanished cache, a racing process) are ignored: pruning is best effort.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from .artifact import MANIFEST
+
+DEFAULT_MAX_MB = 4096
+PRUNE_TO = 0.8
+MIN_AGE_S = 600.0
+INTERVAL_S = 300.0
+STAMP = ".pruned"
+
+
+def max_bytes() -> int:
+    """The bound from ONNXC_CACHE_MAX_MB (0: none); a malformed value means the default."""
+    raw = os.environ.get("ONNXC_CACHE_MAX_MB", "").strip()
+    try:
+        mb = float(raw) if raw else DEFAULT_MAX_MB
+    except ValueError:
+        mb = DEFAULT_MAX_MB
+    return max(0, int(mb * (1 << 20)))
+
+
+def touch(path: Path) -> None:
+    """Mark an entry as just used."""
+    try:
+        os.utime(path)
+    except OSError:
+        pass
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _entries(root: Path) -> list[tuple[float, int, str, Path]]:
+    """(last use, bytes, kind, path) of every entry: kind "lib" (path = the .so) or "model" (its folder)."""
+    out = []
+    for sub in root.glob("[0-9a-f][0-9a-f]"):
+        for lib in sub.glob("*.so"):
+            try:
+                st = lib.stat()
+            except OSError:
+                continue
+            out.append((st.st_mtime, st.st_size + _size(lib.with_suffix(".c")), "lib", lib))
+    for d in root.glob("models/[0-9a-f][0-9a-f]/*"):
+        if d.name.startswith("."):
+            continue  # being written or being discarded
+        try:
+            used = (d / MANIFEST).stat().st_mtime
+        except OSError:
+            continue
+        out.append((used, sum(_size(f) for f in d.iterdir()), "model", d))
+    return out
+
+
+def _remove(kind: str, path: Path) -> None:
+    if kind == "model":
+        from .model_cache import discard
+
+        discard(path.parent.parent.parent, path.name)
+        return
+    for p in (path, path.with_suffix(".c"), path.with_suffix(".lock")):
+        try:
+            p.unlink()
+        except OSError:
+            pass
+
+
+def prune(root: Path, *, limit: int | None = None, now: float | None = None, force: bool = False) -> int:
+    """Remove least recently used entries of the cache in ``root`` while it is over ``limit`` bytes
+    (default: max_bytes()); returns the bytes removed. Skipped when a walk ran within INTERVAL_S,
+    unless ``force``."""
+    limit = max_bytes() if limit is None else limit
+    now = time.time() if now is None else now
+    if limit <= 0 or not root.is_dir():
+        return 0
+    stamp = root / STAMP
+    try:
+        if not force and now - stamp.stat().st_mtime < INTERVAL_S:
+            return 0
+    except OSError:
+        pass
+    try:
+        stamp.touch()
+        os.utime(stamp, (now, now))
+    except OSError:
+        return 0
+    entries = _entries(root)
+    total = sum(e[1] for e in entries)
+    removed = 0
+    if total <= limit:
+        return 0
+    for used, size, kind, path in sorted(entries, key=lambda e: e[0]):
+        if total - removed <= limit * PRUNE_TO:
+            break
+        if now - used < MIN_AGE_S:
+            continue
+        _remove(kind, path)
+        removed += size
+    return removed
