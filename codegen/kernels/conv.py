@@ -25,6 +25,7 @@ them into Y (col2im). Bias initializes Y and the GEMMs accumulate with beta = 1.
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 
@@ -45,6 +46,16 @@ _same_weight_type = same_type_accepts(1)
 COL_BUDGET = 1 << 21  # elements of the im2col / col2im scratch buffer per call (8 MiB of float)
 PACKED_COL_BUDGET = 1 << 19  # elements of a packed im2col chunk (2 MiB of float: stays in L2)
 SMALL_OP = 512  # largest output map (positions) the transposed small-output path takes
+# 1-D / 2-D float convolutions with a constant filter take the implicit GEMM (runtime_c/onnxc_conv_implicit.h)
+# where the target has AVX-512; ONNXC_IMPLICIT_CONV=0 at compile time keeps the paths below (A/B knob,
+# keyed in the model cache like ONNXC_WINOGRAD)
+IMPLICIT_SWITCH = "ONNXC_IMPLICIT_CONV"
+# ...when it pays (1 thread, against the rows path): few output channels, where the rows path's copied
+# B panel serves few row panels (128->32 3x3 at 56x56 0.83x), or large kernels whose taps share input
+# rows (7x7 stem 0.93x, 16->32 5x5 0.9x); with 64+ channels and a 3x3 kernel the copied panel, read
+# once per row panel from L1, wins (3x3 stride 2, 128 channels: 1.2x)
+IMPLICIT_MAX_M = 48
+IMPLICIT_MIN_TAPS = 25
 
 
 def _as3(vals: list[str], fill: str) -> list[str]:
@@ -133,8 +144,12 @@ def _conv_packed(ctx: KernelCtx, common: dict, win: Window, mode: str, ep, res: 
     epi = sg_epi(ep, bias=bias, res=resp, ldr="OP")
     epi_chunk = sg_epi(ep, bias=bias, res=resp if res is None else resp + " + j0", ldr="OP")
     rows = win.strides[-1] in (1, 2) and math.prod(win.kernel) > 1  # strided 1x1: im2col reads less
+    implicit = (os.environ.get(IMPLICIT_SWITCH, "1") != "0" and packed and not small and mode != "pointwise"
+                and win.rank <= 2 and (mg <= IMPLICIT_MAX_M or math.prod(win.kernel) >= IMPLICIT_MIN_TAPS))
+    if implicit:
+        ctx.helper("onnxc_conv_implicit", '#include "onnxc_conv_implicit.h"')
     return render("conv_packed.c.j2", **common, mode=mode, a=a, fa=fa, packed=packed, epi=epi, epi_chunk=epi_chunk,
-                  col_budget=PACKED_COL_BUDGET, rows=rows, small=small)
+                  col_budget=PACKED_COL_BUDGET, rows=rows, small=small, implicit=implicit)
 
 
 def _small_output(ctx: KernelCtx, win: Window, mode: str, mg: int) -> bool:

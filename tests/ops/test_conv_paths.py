@@ -6,6 +6,11 @@ Each case also asserts that the intended path is the one in the generated C."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import platform
+import subprocess
+
 import numpy as np
 import onnx
 import pytest
@@ -24,7 +29,10 @@ PATHS = {
     "small": "onnxc_sg_conv_small(",
     "im2col": "onnxc_sg_im2col_packed(",
     "depthwise": "taps (kd, kh, kw)",
+    "implicit": "onnxc_ci_conv(",
 }
+# the rows paths run only with the implicit GEMM switched off (where AVX-512 would take it first)
+ROWS_ONLY = {"rows", "phased"}
 
 
 def _conv_model(xs: list, ws: list, bias: bool, residual: bool, act: str | None, act_params: list | None,
@@ -78,12 +86,28 @@ def _conv_model(xs: list, ws: list, bias: bool, residual: bool, act: str | None,
     return m, ref, feeds
 
 
+@contextlib.contextmanager
+def _implicit(on: bool):
+    old = os.environ.get("ONNXC_IMPLICIT_CONV")
+    os.environ["ONNXC_IMPLICIT_CONV"] = "1" if on else "0"
+    try:
+        yield
+    finally:
+        if old is None:
+            del os.environ["ONNXC_IMPLICIT_CONV"]
+        else:
+            os.environ["ONNXC_IMPLICIT_CONV"] = old
+
+
 def check_conv(path: str, xs: list, ws: list, bias: bool = True, residual: bool = False, act: str | None = None,
                act_params: list | None = None, x_decl: list | None = None, threads: int | None = None,
                **attrs) -> None:
     m, ref, feeds = _conv_model(xs, ws, bias, residual, act, act_params, x_decl, attrs)
-    cm = onnxc.compile(m, threads=threads)
+    with _implicit(path not in ROWS_ONLY):
+        cm = onnxc.compile(m, threads=threads)
     assert PATHS[path] in cm.c_source, f"expected the {path} path"
+    if path in ROWS_ONLY:
+        assert PATHS["implicit"] not in cm.c_source
     want = ReferenceEvaluator(ref).run(None, feeds)[0]
     got = cm.run(feeds)["y"]
     assert got.shape == want.shape
@@ -130,6 +154,70 @@ def test_rows_empty_batch():
     m, _, _ = _conv_model([1, 3, 8, 8], [4, 3, 3, 3], True, False, None, None, ["N", 3, 8, 8], {"pads": [1] * 4})
     y = onnxc.compile(m).run({"x": np.zeros((0, 3, 8, 8), np.float32)})["y"]
     assert y.shape == (0, 4, 8, 8)
+
+
+# -- implicit GEMM: B rows read straight from a phase-split padded copy (AVX-512) -----------------
+
+def _has_avx512() -> bool:
+    if platform.machine() not in ("x86_64", "AMD64"):
+        return False
+    out = subprocess.run(["cc", "-march=native", "-dM", "-E", "-x", "c", "/dev/null"], capture_output=True, text=True)
+    return "__AVX512F__" in out.stdout
+
+
+needs_avx512 = pytest.mark.skipif(not _has_avx512(), reason="the implicit GEMM needs AVX-512 on the build machine")
+
+
+@needs_avx512
+@pytest.mark.parametrize("xs,ws,attrs", [
+    ([1, 6, 9, 8], [10, 6, 3, 3], {"pads": [1, 1, 1, 1]}),
+    ([2, 5, 40, 37], [13, 5, 3, 3], {"pads": [1, 2, 0, 1]}),                        # asymmetric pads, batch 2
+    ([1, 4, 20, 21], [7, 4, 3, 5], {"pads": [2, 2, 2, 2], "dilations": [2, 1]}),
+    ([1, 3, 45, 46], [16, 3, 7, 7], {"pads": [3, 3, 3, 3], "strides": [2, 2]}),     # a stem
+    ([1, 4, 19, 23], [5, 4, 3, 3], {"pads": [2, 2, 2, 2], "strides": [2, 2], "dilations": [2, 2]}),
+    ([1, 5, 25, 26], [8, 5, 4, 4], {"pads": [1, 2, 2, 1], "strides": [3, 2]}),      # stride 3: im2col otherwise
+    ([1, 48, 12, 13], [20, 48, 3, 3], {"pads": [1, 1, 1, 1]}),                      # K = 432: two K slices
+    ([1, 8, 12, 12], [16, 4, 3, 3], {"pads": [1, 1, 1, 1], "group": 2}),
+    ([2, 3, 50], [5, 3, 3], {"pads": [1, 1]}),                                      # 1-D
+    ([1, 6, 4, 3], [9, 6, 3, 3], {"pads": [1, 1, 1, 1]}),                           # a map narrower than a tile
+    ([1, 16, 30, 30], [64, 16, 5, 5], {"pads": [2, 2, 2, 2]}),                      # 5x5 with 64 outputs
+])
+def test_implicit(xs, ws, attrs):
+    check_conv("implicit", xs, ws, **attrs)
+
+
+@needs_avx512
+@pytest.mark.parametrize("residual,act,params", [
+    (True, "Relu", None), (False, "Clip", [0.0, 6.0]), (True, "LeakyRelu", [0.1]), (True, "Sigmoid", None),
+    (False, None, None),
+])
+def test_implicit_epilogue(residual, act, params):
+    """In-register epilogue (Relu, Clip, LeakyRelu) and the separate one (Sigmoid), both with the
+    residual read through the compressed tile layout; two K slices."""
+    check_conv("implicit", [2, 48, 11, 13], [30, 48, 3, 3], residual=residual, act=act, act_params=params,
+               pads=[1, 1, 1, 1], x_decl=["N", 48, 11, 13], threads=2)
+
+
+@needs_avx512
+def test_implicit_equals_rows_bit_for_bit():
+    """Same K slices, same sums: the implicit GEMM and the rows path give identical floats."""
+    m, _, feeds = _conv_model([1, 40, 23, 29], [24, 40, 3, 3], True, True, "Relu", None, None,
+                              {"pads": [1, 1, 1, 1], "strides": [2, 2]})
+    outs = []
+    for on in (True, False):
+        with _implicit(on):
+            cm = onnxc.compile(m)
+        assert (PATHS["implicit"] in cm.c_source) == on
+        outs.append(cm.run(feeds)["y"])
+    np.testing.assert_array_equal(outs[0], outs[1])
+
+
+def test_implicit_not_for_many_channels_3x3():
+    """64+ output channels with a 3x3 kernel keep the copied-panel rows path."""
+    with _implicit(True):
+        m, _, _ = _conv_model([1, 8, 20, 20], [64, 8, 3, 3], True, False, None, None, None,
+                              {"pads": [1, 1, 1, 1], "strides": [2, 2]})
+        assert PATHS["implicit"] not in onnxc.compile(m).c_source
 
 
 # -- small output maps: the GEMM transposed (positions as its rows) ---------------------------------
