@@ -12,6 +12,11 @@ serves all. Conv picks a path at compile time:
   tile of 32 output positions copies its B rows straight from it (``onnxc_sg_conv_rows``: one fixed
   32-float copy per row segment and tap, no bounds logic, an L1-sized panel per tile).
 
+- ``implicit`` (float, constant filter, 1-D/2-D, AVX-512 targets; IMPLICIT_MAX_M / IMPLICIT_MIN_TAPS
+  below say when): no B copies at all, the micro-kernel reads each B row from a copy of the input
+  split by stride phase along both axes (runtime_c/onnxc_conv_implicit.h); the other paths stay in the
+  C as the fallback for targets without AVX-512.
+
 float runs on the packed GEMM (runtime_c/onnxc_sgemm.h, templates/conv_packed.c.j2): a constant
 filter is packed at compile time into the GEMM's A layout (codegen/kernels/gemm_layout.py), the
 im2col columns are written straight into packed B panels, and bias, residual and activation
