@@ -8,7 +8,8 @@
  * C[M x N] (row-major, leading dimension ldc) = act(alpha * op(A) op(B) + beta * C + bias + R).
  * fa / fb say how an operand is stored: ONNXC_SG_PLAIN (row-major, leading dimension lda / ldb),
  * ONNXC_SG_TRANS (its transpose is stored) or ONNXC_SG_PACKED (already in the packed layout below,
- * e.g. weights packed at compile time; the leading dimension is ignored). beta == 0 makes C write-only.
+ * e.g. weights packed at compile time; the leading dimension is ignored); B may also be
+ * ONNXC_SG_PACKED_B_HOT (packed layout, just written by the caller). beta == 0 makes C write-only.
  * epi (NULL: none) adds a bias (per row or per column), a residual R and applies an activation
  * (onnxc_act.h) to each output tile right after its last K slice, while it is in cache.
  * Returns 0, or ONNXC_ERR_MEMORY when a packing buffer cannot be allocated.
@@ -48,7 +49,10 @@
 #define ONNXC_SG_SHARED_MAX (8 << 20) /* floats of an operand packed once for all threads (32 MiB) */
 #endif
 
-enum { ONNXC_SG_PLAIN = 0, ONNXC_SG_TRANS = 1, ONNXC_SG_PACKED = 2 };
+/* ONNXC_SG_PACKED_B_HOT: B in the packed layout, written by the caller just before (im2col columns, a
+ * Winograd transform: in cache), as opposed to ONNXC_SG_PACKED, pre-packed weights read from memory;
+ * the two only differ in the order blocks are walked (onnxc_sg_stripe). */
+enum { ONNXC_SG_PLAIN = 0, ONNXC_SG_TRANS = 1, ONNXC_SG_PACKED = 2, ONNXC_SG_PACKED_B_HOT = 3 };
 #define ONNXC_SG_XSLACK (2 * ONNXC_SG_NR) /* floats readable past a padded convolution input */
 
 /* Epilogue: C = act(C + bias + R) on the finished output. */
@@ -390,6 +394,8 @@ static inline int onnxc_sgemm_ex(int threads, int64_t M, int64_t N, int64_t K, f
                           const onnxc_sg_epi *epi) {
     if (M <= 0 || N <= 0) return 0;
     int status = 0;
+    const int b_pre = fb == ONNXC_SG_PACKED;
+    if (fb == ONNXC_SG_PACKED_B_HOT) fb = ONNXC_SG_PACKED;
     if (K <= 0 || alpha == 0) {
         onnxc_sxgemm_scale(M, N, beta, C, ldc);
     } else if (M == 1 && fb == ONNXC_SG_PACKED) {
@@ -407,7 +413,7 @@ static inline int onnxc_sgemm_ex(int threads, int64_t M, int64_t N, int64_t K, f
                (double)M * (double)N * (double)K <= ONNXC_GEMM_SMALL) {
         onnxc_sxgemm_small(fa, fb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     } else {
-        onnxc_sg_job J = {K, alpha, beta, A, B, lda, ldb, fa, fb, C, ldc, epi, fb == ONNXC_SG_PACKED};
+        onnxc_sg_job J = {K, alpha, beta, A, B, lda, ldb, fa, fb, C, ldc, epi, b_pre};
         int nt = threads > 1 && (double)M * (double)N * (double)K >= ONNXC_GEMM_PAR_MIN ? threads : 1;
         /* stripes of whole panels along N or M, whichever has more panels */
         const int64_t nblk = (N + ONNXC_SG_NR - 1) / ONNXC_SG_NR, mblk = (M + ONNXC_SG_MR - 1) / ONNXC_SG_MR;

@@ -217,7 +217,7 @@ static inline int onnxc_wino_conv(int threads, const float *x, const float *U, f
             }
 #pragma omp for schedule(dynamic, 1)
             for (int p = 0; p < 36; p++)
-                onnxc_sgemm_ex(1, M, Tp, C, 1.0f, U + p * PA, 0, ONNXC_SG_PACKED, V + p * vs, 0, ONNXC_SG_PACKED, 0.0f,
+                onnxc_sgemm_ex(1, M, Tp, C, 1.0f, U + p * PA, 0, ONNXC_SG_PACKED, V + p * vs, 0, ONNXC_SG_PACKED_B_HOT, 0.0f,
                                P + p * ms, Tp, NULL);
             at = -1;
 #pragma omp for schedule(static)
