@@ -46,11 +46,20 @@ static inline void onnxc_ci_pad(const float *x, int64_t Cg, int64_t IH, int64_t 
                         memset(d, 0, (size_t)XWs * sizeof(float));
                         continue;
                     }
-                    const float *src = x + (c * IH + ih) * IW;
-                    for (int64_t q = 0; q < XWs; q++) {
-                        const int64_t iw = q * SW + pw - PW;
-                        d[q] = iw >= 0 && iw < IW ? src[iw] : 0.0f;
+                    const float *src = x + (c * IH + ih) * IW + pw - PW; /* column q reads src[q * SW] */
+                    /* q0 .. q1: the columns with 0 <= q * SW + pw - PW < IW */
+                    int64_t q0 = PW - pw > 0 ? (PW - pw + SW - 1) / SW : 0;
+                    int64_t q1 = IW + PW - pw > 0 ? (IW + PW - pw + SW - 1) / SW : 0;
+                    if (q0 > XWs) q0 = XWs;
+                    if (q1 > XWs) q1 = XWs;
+                    if (q1 < q0) q1 = q0;
+                    for (int64_t q = 0; q < q0; q++) d[q] = 0.0f;
+                    if (SW == 1) {
+                        memcpy(d + q0, src + q0, (size_t)(q1 - q0) * sizeof(float));
+                    } else {
+                        for (int64_t q = q0; q < q1; q++) d[q] = src[q * SW];
                     }
+                    for (int64_t q = q1; q < XWs; q++) d[q] = 0.0f;
                 }
             }
         }
@@ -69,7 +78,15 @@ static inline __attribute__((always_inline)) void onnxc_ci_k512(const int R, int
                                                                 int64_t yp) {
     __m512 acc[12][2];
 #pragma GCC unroll 12
-    for (int i = 0; i < R; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+    for (int i = 0; i < R; i++) {
+        acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+        /* the next tile's output lines (for writing): its 12 rows are streams far apart the hardware
+         * prefetcher does not follow, and Y is usually not in cache */
+        if (i < mr) {
+            __builtin_prefetch(y + i * ldy + 32, 1, 3);
+            __builtin_prefetch(y + i * ldy + 48, 1, 3);
+        }
+    }
 #pragma GCC unroll 2
     for (int64_t p = 0; p < kc; p++) {
         const float *b = xb + koff[p], *bn = xb + koff[p + ONNXC_CI_PF];
