@@ -20,7 +20,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from onnxc.ir import CompileError, DType, ModelError, OptionalType, SequenceType, TensorType
+from onnxc.ir import CompileError, DType, MapType, ModelError, OptionalType, SequenceType, TensorType
 from onnxc.ir.dims import Sym, dmax, dmin, floordiv, free_symbols, mod, sym
 
 from .compiler import CompilerConfig, has_openmp, runtime_dir
@@ -179,6 +179,8 @@ def type_json(t) -> dict:
         return {"sequence": type_json(t.elem)}
     if isinstance(t, OptionalType):
         return {"optional": type_json(t.elem)}
+    if isinstance(t, MapType):
+        return {"map": int(t.key), "value": type_json(t.value)}
     raise CompileError(f"type {t} cannot cross the artifact's API")
 
 
@@ -195,6 +197,8 @@ def type_from_json(j: dict):
         return SequenceType(type_from_json(j["sequence"]))
     if "optional" in j:
         return OptionalType(type_from_json(j["optional"]))
+    if "map" in j:
+        return MapType(DType(j["map"]), type_from_json(j["value"]))
     raise ModelError(f"unknown type in manifest: {j}")
 
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from onnxc.ir import (
+    CONTAINER_TYPES,
     CompileError,
     Dim,
     DType,
@@ -250,7 +251,7 @@ class _Lowerer:
                                          "of strings are not supported yet", [("ai.onnx", "string sequences", 0)])
         for v in g.inputs:
             t = v.type
-            if isinstance(t, (SequenceType, OptionalType)):
+            if isinstance(t, CONTAINER_TYPES):
                 continue
             if not isinstance(t, TensorType) or t.shape is None:
                 raise UnsupportedOpError(f"graph input {v.name!r} of type {t} is not supported yet",
@@ -275,7 +276,7 @@ class _Lowerer:
 
     def check_dims(self, node: Node, v: Value) -> None:
         t = v.type
-        if isinstance(t, (SequenceType, OptionalType)):
+        if isinstance(t, CONTAINER_TYPES):
             return
         if not isinstance(t, TensorType) or t.shape is None:
             raise UnsupportedOpError(f"{node.describe()}: output {v.name!r} has type {t}; only tensors "

@@ -12,8 +12,10 @@ import cffi
 import numpy as np
 
 from onnxc.ir import (
+    CONTAINER_TYPES,
     DType,
     InputError,
+    MapType,
     OptionalType,
     RuntimeFailure,
     SequenceType,
@@ -105,7 +107,7 @@ class NativeModel:
         else:
             self._weights = as_aligned(weights)
             self._wptr = ffi.from_buffer("unsigned char[]", self._weights)
-        self.out_dtypes = [d if isinstance(d, (SequenceType, OptionalType)) else DType(d) for d in out_dtypes]
+        self.out_dtypes = [d if isinstance(d, CONTAINER_TYPES) else DType(d) for d in out_dtypes]
         self.in_types = in_types or []
         self.threads = threads
 
@@ -262,6 +264,8 @@ def build_value(obj, t, keep: list, what: str, ffi: cffi.FFI = _ffi):
         v.n = v.cap = len(obj)
         v.items = items
         return v
+    if isinstance(t, MapType):
+        return _build_map(obj, t, keep, what, ffi, v)
     if not isinstance(t, TensorType):
         raise InputError(f"{what}: values of type {t} are not supported")
     a = obj if isinstance(obj, np.ndarray) else np.asarray(obj)
@@ -271,6 +275,8 @@ def build_value(obj, t, keep: list, what: str, ffi: cffi.FFI = _ffi):
         a = a.copy(order="C")  # (np.ascontiguousarray would turn a 0-d array into 1-d)
     if a.ndim > 16:
         raise InputError(f"{what}: rank {a.ndim}; at most 16 is supported")
+    if t.dtype == DType.STRING:
+        a = string_pointers(a, keep, what, ffi)
     keep.append(a)
     buf = ffi.from_buffer(a) if a.nbytes else ffi.NULL
     keep.append(buf)
@@ -284,14 +290,55 @@ def build_value(obj, t, keep: list, what: str, ffi: cffi.FFI = _ffi):
     return v
 
 
+def _build_map(obj, t: MapType, keep: list, what: str, ffi: cffi.FFI, v):
+    """Fill ``v`` as a map (kind 3) from a dict: items[0] its keys, items[1] its values (1-D tensors)."""
+    if not isinstance(obj, dict):
+        raise InputError(f"{what}: expected a map (dict), got {type(obj).__name__}")
+    kind = {DType.STRING: "str", DType.INT64: "int"}.get(t.key)
+    if kind is None:
+        raise InputError(f"{what}: maps with {t.key.short} keys are not supported")
+    for k in obj:
+        ok = isinstance(k, str) if kind == "str" else isinstance(k, (int, np.integer)) and not isinstance(k, bool)
+        if not ok:
+            raise InputError(f"{what}: expected {t.key.short} keys, got the key {k!r}")
+    vt = t.value
+    if not isinstance(vt, TensorType):
+        raise InputError(f"{what}: maps of {vt} values are not supported")
+    keys = np.empty(len(obj), dtype=object) if kind == "str" else np.fromiter(obj, np.int64, len(obj))
+    if kind == "str":
+        keys[:] = list(obj)
+    vals = list(obj.values())
+    try:
+        values = np.array(vals, dtype=vt.dtype.np) if vt.dtype != DType.STRING else np.array(vals, dtype=object)
+    except (TypeError, ValueError) as e:
+        raise InputError(f"{what}: map values must be {vt.dtype.short} scalars ({e})") from None
+    if values.ndim != 1:
+        raise InputError(f"{what}: map values must be scalars")
+    items = ffi.new("onnxc_value *[]", 2)
+    keep.append(items)
+    items[0] = build_value(keys, TensorType(t.key, (len(obj),)), keep, f"{what} keys", ffi)
+    items[1] = build_value(values, TensorType(vt.dtype, (len(obj),)), keep, f"{what} values", ffi)
+    v.kind = 3
+    v.elem_dtype = int(vt.dtype)
+    v.n = v.cap = 2
+    v.items = items
+    return v
+
+
 def read_value(p, ffi: cffi.FFI = _ffi):
-    """The Python form of an ``onnxc_value *`` the library returned (copied out)."""
+    """The Python form of an ``onnxc_value *`` the library returned (copied out): None, a list, a
+    dict of Python scalars (a map) or an array."""
     if p.kind == 0:
         return None
     if p.kind == 2:
         return [read_value(p.items[i], ffi) for i in range(p.n)]
+    if p.kind == 3:
+        keys, values = read_value(p.items[0], ffi), read_value(p.items[1], ffi)
+        return dict(zip(keys.tolist(), values.tolist(), strict=True))
     t = p.t
     shape = tuple(t.dims[k] for k in range(t.rank))
+    if t.dtype == int(DType.STRING):
+        return read_strings(t.data, shape, ffi)
     dt = DType(t.dtype).np
     n = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
     if n == 0:

@@ -25,11 +25,20 @@ from .errors import (
     UnsupportedOpError,
 )
 from .graph import Attr, Function, FunctionNode, Graph, Model, Node, Value
-from .types import DType, MapType, OptionalType, SequenceType, TensorType, dtype_from_numpy
+from .types import (
+    CONTAINER_TYPES,
+    DType,
+    MapType,
+    OptionalType,
+    SequenceType,
+    TensorType,
+    dtype_from_numpy,
+    innermost,
+)
 
 __all__ = [
     "Dim", "Expr", "as_dim", "ceildiv", "dmax", "dmin", "evaluate", "floordiv", "free_symbols", "is_static",
     "mod", "sym", "to_c", "CompileError", "InputError", "ModelError", "OnnxcError", "RuntimeFailure",
     "ShapeError", "UnsupportedOpError", "Attr", "Function", "FunctionNode", "Graph", "Model", "Node", "Value",
-    "DType", "MapType", "OptionalType", "SequenceType", "TensorType", "dtype_from_numpy",
+    "CONTAINER_TYPES", "DType", "MapType", "OptionalType", "SequenceType", "TensorType", "dtype_from_numpy", "innermost",
 ]

@@ -183,3 +183,12 @@ class MapType:
 
 
 ValueType = TensorType | SequenceType | OptionalType | MapType
+
+CONTAINER_TYPES = (SequenceType, OptionalType, MapType)  # values that cross the ABI as an onnxc_value
+
+
+def innermost(t: object) -> object:
+    """The type inside any nesting of sequences, optionals and maps (a map's value type)."""
+    while isinstance(t, CONTAINER_TYPES):
+        t = t.value if isinstance(t, MapType) else t.elem
+    return t

@@ -18,7 +18,7 @@ from onnxc.codegen.compiler import CompilerConfig, compiler_version
 from onnxc.codegen.emit import emit_c
 from onnxc.codegen.lower import Program, lower
 from onnxc.codegen.native import NativeModel
-from onnxc.ir import CompileError, DType, InputError, Model, ModelError, TensorType
+from onnxc.ir import CompileError, DType, InputError, Model, ModelError, TensorType, innermost
 from onnxc.passes.pipeline import optimize
 
 from .fastpath import FastPath
@@ -33,7 +33,7 @@ class TensorInfo:
     dtype: np.dtype
     elem_type: DType
     shape: tuple
-    type: object = None  # the IR type; a SequenceType/OptionalType for non-tensor values
+    type: object = None  # the IR type; a SequenceType/OptionalType/MapType for non-tensor values
 
     @property
     def is_tensor(self) -> bool:
@@ -81,10 +81,8 @@ def _to_ml(a: np.ndarray, dt: DType, ml: np.dtype) -> np.ndarray:
 
 
 def _info(name: str, t) -> TensorInfo:
-    if not isinstance(t, TensorType):  # sequence / optional: its innermost element type
-        e = t
-        while not isinstance(e, TensorType) and hasattr(e, "elem"):
-            e = e.elem
+    if not isinstance(t, TensorType):  # sequence / optional / map: its innermost element type
+        e = innermost(t)
         dt = e.dtype if isinstance(e, TensorType) else DType.UNDEFINED
         return TensorInfo(name, np.dtype(object), dt, (), t)
     shape = tuple(d if isinstance(d, int) else str(d) for d in t.shape or ())

@@ -1,4 +1,4 @@
-/* Non-tensor values: sequences and optionals, and tensors owned by them.
+/* Non-tensor values: sequences, maps and optionals, and tensors owned by them.
  *
  * A value crosses the model ABI as an onnxc_tensor descriptor whose dtype is ONNXC_VALUE_DTYPE and
  * whose data points at an onnxc_value. A value owns everything it points to (item values, tensor
@@ -11,13 +11,13 @@
 
 #define ONNXC_VALUE_DTYPE 1000
 
-enum onnxc_value_kind { ONNXC_NONE = 0, ONNXC_TENSOR = 1, ONNXC_SEQUENCE = 2 };
+enum onnxc_value_kind { ONNXC_NONE = 0, ONNXC_TENSOR = 1, ONNXC_SEQUENCE = 2, ONNXC_MAP = 3 };
 
 typedef struct onnxc_value {
     int32_t kind;
     int32_t elem_dtype;            /* element type of the tensor, or of the sequence's tensors */
     onnxc_tensor t;                /* ONNXC_TENSOR: owns t.data */
-    int64_t n, cap;                /* ONNXC_SEQUENCE: items[0..n) */
+    int64_t n, cap;                /* ONNXC_SEQUENCE: items[0..n); ONNXC_MAP: n = 2 (keys, values) */
     struct onnxc_value **items;
 } onnxc_value;
 
@@ -82,7 +82,7 @@ static inline onnxc_value *onnxc_value_clone(const onnxc_value *v) {
     if (!v) return NULL;
     if (v->kind == ONNXC_TENSOR) return onnxc_value_from_tensor(&v->t);
     onnxc_value *c = onnxc_value_new(v->kind, v->elem_dtype);
-    if (!c || v->kind != ONNXC_SEQUENCE || v->n == 0) return c;
+    if (!c || v->kind == ONNXC_NONE || v->n == 0) return c;
     c->items = (onnxc_value **)calloc((size_t)v->n, sizeof(onnxc_value *));
     if (!c->items) { free(c); return NULL; }
     c->cap = v->n;

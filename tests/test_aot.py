@@ -250,3 +250,66 @@ def test_sequence_output_through_the_c_api(tmp_path):
     run = subprocess.run(cmd, capture_output=True, text=True)
     assert run.returncode == 0, run.stdout + run.stderr
     assert run.stdout.splitlines() == ["kind 2 elem 1 n 3", "item 0: 1 2 3", "item 1: 4 5 6", "item 2: 7"]
+
+
+ZIPMAP_CHECK = r"""
+#include <stdio.h>
+#include "zm.h"
+#include "onnxc_value.h"
+int main(void) {
+    char err[256];
+    zm_ctx *ctx = NULL;
+    if (zm_create(&ctx, NULL, 1, err, sizeof err)) { printf("create: %s\n", err); return 1; }
+    float x[4] = {0.25f, 0.75f, 0.5f, 0.5f};
+    onnxc_tensor in[1] = {{0}}, out[1];
+    in[0].data = x; in[0].rank = 2; in[0].dtype = 1; in[0].dims[0] = 2; in[0].dims[1] = 2;
+    if (zm_run(ctx, in, out)) { printf("run: %s\n", zm_last_error(ctx)); return 1; }
+    const onnxc_value *s = (const onnxc_value *)out[0].data;
+    printf("kind %d n %lld\n", s->kind, (long long)s->n);
+    for (int64_t i = 0; i < s->n; i++) {
+        const onnxc_value *m = s->items[i];
+        const char *const *k = (const char *const *)m->items[0]->t.data;
+        const float *v = (const float *)m->items[1]->t.data;
+        printf("map %d:", m->kind);
+        for (int64_t j = 0; j < m->items[0]->t.dims[0]; j++) printf(" %s=%g", k[j], v[j]);
+        printf("\n");
+    }
+    zm_free_value(out[0].data);
+    zm_destroy(ctx);
+    return 0;
+}
+"""
+
+
+def test_map_outputs_through_the_c_api_and_load(tmp_path):
+    """ZipMap's sequence of maps reaches C as kind-3 values (keys, values tensors) and Python as a
+    list of dicts, from the loaded artifact too; freeing it is valgrind-clean."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    mt = helper.make_map_type_proto(TensorProto.STRING, helper.make_tensor_type_proto(TensorProto.FLOAT, None))
+    g = helper.make_graph(
+        [helper.make_node("ZipMap", ["x"], ["probs"], domain="ai.onnx.ml", classlabels_strings=["yes", "no"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 2])],
+        [helper.make_value_info("probs", helper.make_sequence_type_proto(mt))])
+    model = tmp_path / "zm.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18), helper.make_opsetid("ai.onnx.ml", 1)]),
+              model)
+    out = tmp_path / "zm"
+    r = subprocess.run([*ONNXC, "build", str(model), "-o", str(out), "--name", "zm", "--target", "x86-64-v2"]
+                       if platform.machine() == "x86_64" else [*ONNXC, "build", str(model), "-o", str(out), "--name", "zm"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    x = np.array([[0.25, 0.75], [0.5, 0.5]], np.float32)
+    assert onnxc.load(out).run({"x": x})["probs"] == [{"no": 0.75, "yes": 0.25}, {"no": 0.5, "yes": 0.5}]
+    src, exe = tmp_path / "zm_check.c", tmp_path / "zm_check"
+    src.write_text(ZIPMAP_CHECK)
+    cc = subprocess.run([default_cc(), "-O1", f"-I{out}", "-o", str(exe), str(src), f"-L{out}", "-lzm",
+                         f"-Wl,-rpath,{out}"], capture_output=True, text=True)
+    assert cc.returncode == 0, cc.stderr
+    cmd = [str(exe)]
+    if shutil.which("valgrind"):
+        cmd = ["valgrind", "-q", "--leak-check=full", "--errors-for-leak-kinds=definite", "--error-exitcode=9", *cmd]
+    run = subprocess.run(cmd, capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert run.stdout.splitlines() == ["kind 2 n 2", "map 3: no=0.75 yes=0.25", "map 3: no=0.5 yes=0.5"]

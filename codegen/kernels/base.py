@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from onnxc.ir import Dim, DType, Node, OptionalType, SequenceType, TensorType, Value, to_c
+from onnxc.ir import Dim, DType, Node, TensorType, Value, innermost, to_c
 from onnxc.ir.dims import Expr, evaluate, is_static
 
 from .typesets import type_name, type_names
@@ -142,8 +142,7 @@ class KernelCtx:
 
 def element_type(t: object) -> DType | None:
     """The element type of a tensor type, or of the tensors in a sequence/optional type."""
-    while isinstance(t, (SequenceType, OptionalType)):
-        t = t.elem
+    t = innermost(t)
     return t.dtype if isinstance(t, TensorType) else None
 
 

@@ -19,6 +19,7 @@ from . import (  # noqa: F401
     linalg,  # noqa: F401
     matmul,  # noqa: F401
     ml,  # noqa: F401
+    ml_maps,  # noqa: F401
     movement,
     norm,  # noqa: F401
     placement,  # noqa: F401

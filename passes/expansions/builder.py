@@ -104,11 +104,12 @@ class Builder:
 
     # -- emitting ---------------------------------------------------------------------------
     def op(self, op_type: str, *inputs: Value | None, out: Value | Sequence[Value] | None = None,
-           n_out: int = 1, tag: str | None = None, **attrs):
+           n_out: int = 1, tag: str | None = None, domain: str = "", version: int | None = None, **attrs):
         """Emit ``op_type(inputs)``; returns its output Value (a list when ``n_out`` > 1).
 
         ``out`` gives the Values to write (outputs of the expanded node); ``tag`` names new values.
-        None attribute values are left out.
+        None attribute values are left out. ``domain``/``version`` place the node in another operator
+        set (e.g. ai.onnx.ml TreeEnsemble version 5); by default it is ai.onnx at the builder's version.
         """
         if out is None:
             stem = f"{self.base}_{tag or op_type}"
@@ -119,7 +120,8 @@ class Builder:
         while ins and ins[-1] is None:  # trailing absent optional inputs are left out
             ins.pop()
         node = Node(op_type, ins, outs, {k: make_attr(k, v) for k, v in attrs.items() if v is not None},
-                    name=f"{self.base}/{tag or op_type}", version=self.version)
+                    name=f"{self.base}/{tag or op_type}", domain=domain,
+                    version=self.version if version is None else version)
         self.graph.insert_before(self.node, node)
         self.nodes.append(node)
         return outs[0] if len(outs) == 1 else outs
