@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import pickle
 import re
 import sys
 import time
@@ -76,6 +77,21 @@ def random_input(info, dims: dict[str, int], rng: np.random.Generator) -> np.nda
                      f"{info.name}=FILE")
 
 
+def summarize_value(v, n: int = 3) -> str:
+    """A short description of a non-tensor value: None, a list (its first items) or a dict."""
+    if v is None:
+        return "(empty optional)"
+    if isinstance(v, dict):
+        items = list(v.items())
+        return "{" + ", ".join(f"{k!r}: {summarize_value(x)}" for k, x in items[:n]) + (", ...}" if len(items) > n else "}")
+    if isinstance(v, list):
+        head = "; ".join(summarize_value(x) for x in v[:n])
+        return f"{len(v)} item(s)" + (f": {head}" if v else "") + ("; ..." if len(v) > n else "")
+    if isinstance(v, np.ndarray):
+        return f"{v.dtype}{list(v.shape)} {summarize(v)}"
+    return f"{v:.5g}" if isinstance(v, float) else repr(v)
+
+
 def summarize(a: np.ndarray, n: int = 6) -> str:
     """A short description of an array's values."""
     if a.size == 0:
@@ -128,7 +144,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     out_dir = Path(args.output_dir) if args.output_dir else None
     if out_dir is not None:
         out_dir.mkdir(parents=True, exist_ok=True)
+    types = {o.name: o.type for o in model.outputs}
     for name, a in outs.items():
+        if not isinstance(a, np.ndarray):  # a sequence (list), map (dict) or empty optional (None)
+            print(f"output {name}  {types.get(name)}  {summarize_value(a)}")
+            if out_dir is not None:
+                path = out_dir / f"{_safe_name(name)}.pkl"
+                path.write_bytes(pickle.dumps(a))
+                print(f"       saved {path} (pickle)")
+            continue
         print(f"output {name}  {a.dtype}  {list(a.shape)}  {summarize(a)}")
         if out_dir is not None:
             path = out_dir / f"{_safe_name(name)}.npy"

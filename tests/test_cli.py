@@ -84,6 +84,32 @@ def test_run_random_inputs_are_seeded(tmp_path, capsys) -> None:
     assert not np.array_equal(a, c)
 
 
+def test_run_prints_and_saves_sequences_and_maps(tmp_path, capsys) -> None:
+    """Non-tensor outputs (a sequence of tensors, ZipMap's list of dicts) are summarized and pickled."""
+    import pickle
+
+    mt = helper.make_map_type_proto(TensorProto.INT64, helper.make_tensor_type_proto(TensorProto.FLOAT, None))
+    g = helper.make_graph(
+        [helper.make_node("SplitToSequence", ["x"], ["parts"], axis=0),
+         helper.make_node("ZipMap", ["x"], ["probs"], domain="ai.onnx.ml", classlabels_int64s=[4, 2])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 2])],
+        [helper.make_tensor_sequence_value_info("parts", TensorProto.FLOAT, None),
+         helper.make_value_info("probs", helper.make_sequence_type_proto(mt))])
+    model = tmp_path / "s.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18), helper.make_opsetid("ai.onnx.ml", 1)]),
+              model)
+    x = np.array([[0.5, 1.5], [2.5, 3.5]], np.float32)
+    np.save(tmp_path / "x.npy", x)
+    rc, out, err = run_cli(capsys, "run", str(model), "-i", f"x={tmp_path / 'x.npy'}", "-o", str(tmp_path / "o"))
+    assert rc == 0, err
+    assert "output parts  seq(float[?, 2])  2 item(s): float32[1, 2]" in out
+    assert "output probs  seq(map(int64, float[]))  2 item(s): {2: 1.5, 4: 0.5}; {2: 3.5, 4: 2.5}" in out
+    probs = pickle.loads((tmp_path / "o" / "probs.pkl").read_bytes())
+    assert probs == [{2: 1.5, 4: 0.5}, {2: 3.5, 4: 2.5}]
+    parts = pickle.loads((tmp_path / "o" / "parts.pkl").read_bytes())
+    np.testing.assert_array_equal(np.concatenate(parts), x)
+
+
 def test_run_symbolic_dims_need_dim_or_input(tmp_path, capsys) -> None:
     model = save_model(tmp_path / "m.onnx")
     rc, _, err = run_cli(capsys, "run", model)
