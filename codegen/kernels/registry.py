@@ -38,6 +38,7 @@ from . import (  # noqa: F401
     slice_pad,
     softmax,  # noqa: F401
     strings,  # noqa: F401
+    svm,  # noqa: F401
     tfidf,  # noqa: F401
     training,  # noqa: F401
     trees,  # noqa: F401

@@ -24,7 +24,7 @@ from onnxc.passes.shapes.ml import ML, tree_targets
 from ..templating import c_string
 from . import half
 from .base import KernelCtx, kernel
-from .ctables import double_table, int_table
+from .ctables import double_table, float_lit, int_table, table
 
 _CMP = {0: "v <= {s}", 1: "v < {s}", 2: "v >= {s}", 3: "v > {s}", 4: "v == {s}", 5: "v != {s}"}
 
@@ -76,6 +76,7 @@ class Forest:
     missing: list[int]
     leaf_target: list[int]
     leaf_weight: list[float]
+    leaf_start: list[int] | None = None  # CSR over the leaf_* lists (n_leaves + 1); None: leaf l has entry l
     set_off: list[int] = field(default_factory=list)
     set_len: list[int] = field(default_factory=list)
     members: list[float] = field(default_factory=list)
@@ -204,16 +205,49 @@ def _post(post: int, t: int) -> list[str]:
 @kernel("TreeEnsemble", domain=ML, types={DType.FLOAT, DType.DOUBLE, DType.FLOAT16}, accepts=_accepts)
 def tree_ensemble(ctx: KernelCtx) -> str:
     f = forest(ctx.node)
-    x, y = ctx.ins[0], ctx.outs[0]
+    y = ctx.outs[0]
     nt, agg, post = tree_targets(ctx.node), int(ctx.attr("aggregate_function", 1)), int(ctx.attr("post_transform", 0))
+    if post == 4:
+        ctx.helper("onnxc_probit", _PROBIT)
+    finish = []
+    if agg == 0:
+        finish.append(f"for (int64_t j = 0; j < {nt}; j++) acc[j] /= {max(len(f.roots), 1)};")
+    if agg in (2, 3):
+        finish.append(f"for (int64_t j = 0; j < {nt}; j++) if (acc[j] != acc[j]) acc[j] = 0.0;")
+    finish += _post(post, nt)
+    store = half.store(y.dtype, "(float)acc[j]") if y.dtype in half.HALF else f"({y.ctype})acc[j]"
+    finish.append(f"for (int64_t j = 0; j < {nt}; j++) out0[r * {nt} + j] = {store};")
+    return walk_rows(ctx, f, nt, agg, finish)
+
+
+def _leaf_layout(f: Forest, nt: int) -> str:
+    """"single" (leaf l: entry l), "dense" (leaf l: targets 0..nt-1 at l * nt) or "csr"."""
+    if f.leaf_start is None:
+        return "single"
+    starts = f.leaf_start
+    if all(b - a == nt for a, b in zip(starts, starts[1:])) and all(t == k % nt for k, t in enumerate(f.leaf_target)):
+        return "dense"
+    if all(b - a == 1 for a, b in zip(starts, starts[1:])):
+        return "single"
+    return "csr"
+
+
+def walk_rows(ctx: KernelCtx, f: Forest, nt: int, agg: int, finish: list[str], track: bool = False) -> str:
+    """The C body that walks every tree of ``f`` for every row of input 0 (shape [N, F] or [F]) and
+    aggregates the weights of the leaves reached into ``double acc[nt]`` (``agg``: 0 AVERAGE and 1 SUM
+    add, 2 MIN, 3 MAX); ``finish`` is C run per row ``r`` after the walk: it post-processes ``acc`` and
+    writes the outputs. ``acc[j]`` is NaN where no leaf gave target j a weight when ``track`` is set or
+    ``agg`` is MIN/MAX, else 0. Integer inputs compare as float (as onnxruntime's float thresholds)."""
+    x = ctx.ins[0]
     who = c_string(ctx.node.describe())
     if x.dtype in half.HALF:
         half.use(ctx)
-    if post == 4:
-        ctx.helper("onnxc_probit", _PROBIT)
     tab = {name: int_table(ctx, vals, "int32_t") for name, vals in
-           (("feat", f.feature), ("tref", f.true_ref), ("fref", f.false_ref), ("root", f.roots), ("lt", f.leaf_target))}
-    tab["split"], tab["lw"] = double_table(ctx, f.split), double_table(ctx, f.leaf_weight)
+           (("feat", f.feature), ("tref", f.true_ref), ("fref", f.false_ref), ("root", f.roots))}
+    exact_single = all(math.isnan(s) or float(np.float32(s)) == s for s in f.split)
+    tab["split"] = table(ctx, "float", [float_lit(s, True) for s in f.split]) if exact_single \
+        else double_table(ctx, f.split)
+    tab["lw"] = double_table(ctx, f.leaf_weight)
     modes = set(f.mode)
     if len(modes) == 1 and 6 not in modes:
         test = _CMP[f.mode[0]].format(s=f"{tab['split']}[k]")
@@ -229,18 +263,20 @@ def tree_ensemble(ctx: KernelCtx) -> str:
                          f"go = lo < {tab['slen']}[k] && s_[lo] == v; }}")
         test = None
     feat = f"row[{tab['feat']}[k]]"
-    lines = [f"const int64_t n_ = {x.dims[0]}, f_ = {x.dims[1]};"]
+    load = f"(double)(float){feat}" if x.dtype.is_int else f"(double){half.load(x.dtype, feat)}"
+    n_rows, n_feat = ("1", x.dims[0]) if x.rank == 1 else (x.dims[0], x.dims[1])
+    lines = [f"const int64_t n_ = {n_rows}, f_ = {n_feat};"]
     if f.feature:
         lines.append(f"if (f_ <= {max(f.feature)}) return onnxc_fail(rt, ONNXC_ERR_RUNTIME, \"%s: the trees read "
                      f"feature {max(f.feature)}, but the input has %lld features\", {who}, (long long)f_);")
-    init = "0.0" if agg in (0, 1) else "NAN"  # MIN/MAX: NaN marks a target no leaf reached
+    init = "0.0" if agg in (0, 1) and not track else "NAN"  # NaN marks a target no leaf reached
     if ctx.threads > 1:  # rows are independent; trees make each one costly
         lines.append("#pragma omp parallel for schedule(dynamic, 16) if (n_ >= 64) num_threads(rt->threads)")
     lines += ["for (int64_t r = 0; r < n_; r++) {", f"double acc[{max(nt, 1)}];",
               f"const {x.ctype} *restrict row = in0 + r * f_;",
               f"for (int64_t j = 0; j < {nt}; j++) acc[j] = {init};",
               f"for (int64_t t = 0; t < {len(f.roots)}; t++) {{", f"int32_t k = {tab['root']}[t];", "while (k >= 0) {",
-              f"const double v = (double){half.load(x.dtype, feat)};"]
+              f"const double v = {load};"]
     if test is not None:
         lines.append(f"int go = {test};")
     else:
@@ -248,16 +284,28 @@ def tree_ensemble(ctx: KernelCtx) -> str:
     if any(f.missing):
         tab["miss"] = int_table(ctx, f.missing, "uint8_t")
         lines.append(f"if (v != v && {tab['miss']}[k]) go = 1;")
-    lines += [f"k = go ? {tab['tref']}[k] : {tab['fref']}[k];", "}",
-              "const int32_t l = -k - 1;", f"const double w = {tab['lw']}[l];", f"double *a = acc + {tab['lt']}[l];"]
-    lines.append({0: "*a += w;", 1: "*a += w;", 2: "if (*a != *a || w < *a) *a = w;",
-                  3: "if (*a != *a || w > *a) *a = w;"}[agg])
+    lines += [f"k = go ? {tab['tref']}[k] : {tab['fref']}[k];", "}", "const int32_t l = -k - 1;"]
+    layout = _leaf_layout(f, nt)
+    if layout != "dense" and any(f.leaf_target):
+        tab["lt"] = int_table(ctx, f.leaf_target, "int32_t")
+    target = (lambda q: f"{tab['lt']}[{q}]") if "lt" in tab else (lambda q: "0")
+    add = {0: "*a += w;", 1: "*a += w;", 2: "if (*a != *a || w < *a) *a = w;",
+           3: "if (*a != *a || w > *a) *a = w;"}[agg]
+    if track and agg in (0, 1):
+        add = "*a = *a != *a ? w : *a + w;"
+    if layout == "single":
+        lines += [f"const double w = {tab['lw']}[l];", f"double *a = acc + {target('l')};", add]
+    elif layout == "dense":
+        lines += [f"const double *w_ = {tab['lw']} + (int64_t)l * {nt};",
+                  f"for (int64_t j = 0; j < {nt}; j++) {{", "const double w = w_[j];", "double *a = acc + j;", add, "}"]
+    else:
+        tab["ls"] = int_table(ctx, f.leaf_start, "int32_t")
+        lines += [f"for (int32_t q = {tab['ls']}[l]; q < {tab['ls']}[l + 1]; q++) {{",
+                  f"const double w = {tab['lw']}[q];", f"double *a = acc + {target('q')};", add, "}"]
     lines.append("}")
-    if agg == 0:
-        lines.append(f"for (int64_t j = 0; j < {nt}; j++) acc[j] /= {max(len(f.roots), 1)};")
-    if agg in (2, 3):
-        lines.append(f"for (int64_t j = 0; j < {nt}; j++) if (acc[j] != acc[j]) acc[j] = 0.0;")
-    lines += _post(post, nt)
-    store = half.store(y.dtype, "(float)acc[j]") if y.dtype in half.HALF else f"({y.ctype})acc[j]"
-    lines += [f"for (int64_t j = 0; j < {nt}; j++) out0[r * {nt} + j] = {store};", "}", "return 0;"]
+    lines += finish
+    lines += ["}", "return 0;"]
     return "\n".join(lines)
+
+
+from . import trees_classic  # noqa: E402,F401  (registers TreeEnsembleClassifier/Regressor)

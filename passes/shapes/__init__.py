@@ -13,6 +13,7 @@ from . import (  # noqa: F401
     misc_nn,  # noqa: F401
     ml,  # noqa: F401
     ml_maps,  # noqa: F401
+    ml_svm,  # noqa: F401
     movement,
     norm,  # noqa: F401
     pool,  # noqa: F401

@@ -1,5 +1,7 @@
 """Shape and fold rules of the classic ML ops: ai.onnx.ml LabelEncoder, ArrayFeatureExtractor,
-Binarizer and TreeEnsemble, and ai.onnx TfIdfVectorizer.
+Binarizer, TreeEnsemble (opset 5) and TreeEnsembleClassifier/Regressor (opsets 1 and 3), and ai.onnx
+TfIdfVectorizer. (SVMs: ml_svm.py; map ops: ml_maps.py; the linear models and preprocessors are
+expansions, passes/expansions/ml_linear.py and ml_preprocess.py.)
 
 ``label_map`` decodes LabelEncoder's attribute forms (opset 1 ``classes_strings``; opset 2
 ``keys_*``/``values_*``/``default_*``; opset 4 also ``*_tensor``) into one mapping that both the
@@ -204,6 +206,48 @@ def _tree_ensemble(node: Node) -> list:
     if len(shape) != 2:
         raise fail(node, f"input must have shape [N, F], got {list(shape)}")
     return [TensorType(t.dtype, (shape[0], tree_targets(node)))]
+
+
+def classic_tree_targets(node: Node) -> int:
+    """TreeEnsembleRegressor's target count: ``n_targets``, else one past the largest target id."""
+    n = node.attr("n_targets")
+    if n is None:
+        return max((int(t) for t in node.attr("target_ids", []) or []), default=0) + 1
+    return int(n)
+
+
+def classic_class_labels(node: Node) -> tuple[list, DType]:
+    """TreeEnsembleClassifier's class labels and their type (exactly one of the two lists is set)."""
+    ints, strs = node.attr("classlabels_int64s"), node.attr("classlabels_strings")
+    if (ints is None) == (strs is None):
+        raise fail(node, "exactly one of classlabels_int64s and classlabels_strings must be set")
+    if ints is not None:
+        return [int(v) for v in ints], DType.INT64
+    return [_as_str(s) for s in strs], DType.STRING
+
+
+def _classic_rows(node: Node):
+    t, shape = tensor_type(node, 0), shape_of(node, 0)
+    if t.dtype not in (DType.FLOAT, DType.DOUBLE, DType.INT64, DType.INT32):
+        raise fail(node, f"input must be float, double, int64 or int32, got {t.dtype.short}")
+    if len(shape) not in (1, 2):
+        raise fail(node, f"input must have shape [N, F] or [F], got {list(shape)}")
+    return shape[0] if len(shape) == 2 else 1
+
+
+@shape_rule("TreeEnsembleRegressor", domain=ML, versions=(1, 4))
+def _tree_ensemble_regressor(node: Node) -> list:
+    n = classic_tree_targets(node)
+    if n < 1:
+        raise fail(node, f"n_targets must be positive, got {n}")
+    return [TensorType(DType.FLOAT, (_classic_rows(node), n))]
+
+
+@shape_rule("TreeEnsembleClassifier", domain=ML, versions=(1, 4))
+def _tree_ensemble_classifier(node: Node) -> list:
+    labels, dt = classic_class_labels(node)
+    rows = _classic_rows(node)
+    return [TensorType(dt, (rows,)), TensorType(DType.FLOAT, (rows, len(labels)))]
 
 
 # -- TfIdfVectorizer ------------------------------------------------------------------------------

@@ -1,0 +1,263 @@
+"""Kernels of ai.onnx.ml SVMClassifier and SVMRegressor (ml opset 1), written to match onnxruntime.
+
+The attributes are validated and decoded once (passes/shapes/ml_svm.py ``svm_spec``); support
+vectors, coefficients, rho and the Platt coefficients become static float tables. Like onnxruntime,
+every input type (float, double, int64, int32) is first rounded to float. A row's kernel values
+``K(x, sv)`` are computed directly per support vector: LINEAR ``x.sv``, POLY
+``(gamma x.sv + coef0)^degree``, SIGMOID ``tanh(gamma x.sv + coef0)``, RBF ``exp(-gamma sum (x -
+sv)^2)`` — the RBF sum in float, in onnxruntime's order, the dot products in double — never as
+``|x|^2 - 2 x.sv + |sv|^2``, whose cancellation could flip votes. Rows run in parallel (OpenMP)
+when the model may use several threads.
+
+Classifier, support-vector mode (``vectors_per_class`` sums to V > 0): the decision value of the
+class pair (i, j), i < j, pairs in row-major order, is ``rho[p] + sum_{v in i} coef[j-1][v] K_v +
+sum_{v in j} coef[i][v] K_v`` (``coefficients`` is [classes - 1, V]), summed in double and stored as
+float; a value > 0 votes for i, else (NaN too) for j. The label is the class with the most votes,
+the first on ties — also for binary models and with probabilities (probabilities do not choose the
+label). Scores: with ``prob_a``/``prob_b``, each pair's Platt probability ``1 - logistic(prob_a s +
+prob_b)`` clamped to [1e-7, 1 - 1e-7] is coupled into class probabilities by libsvm's iterative
+method (at most 100 rounds, tolerance 0.005 / classes, in float as onnxruntime computes it), then
+``post_transform``; without, the pairwise decision values and ``post_transform`` over them, except
+that a binary model writes two columns from its one value s: NONE ``[-s, s]``, LOGISTIC
+``[logistic(-s), logistic(s)]``, SOFTMAX and SOFTMAX_ZERO ``[1 - s, s]`` (s untransformed), PROBIT
+``[probit(s), 0]``.
+
+Classifier, linear mode (no support vectors): ``coefficients`` are per-class weight rows, scores
+``x.w_c + rho[0]`` (rho[0] for every class, as both onnxruntime and the reference do), labels by
+argmax (first on ties) except for two classes, where onnxruntime's rule applies: without prob_a,
+label 1 when all coefficients are >= 0 and the top score >= 0.5, or when some coefficient is < 0
+and the top score > 0; otherwise the argmax. Post transforms follow onnxruntime: PROBIT is
+``sqrt(2) erfinv(2p - 1)`` with its single-precision erfinv approximation, SOFTMAX_ZERO leaves
+scores within 1e-7 of zero (scaled by exp(-max)) out of the exponentials.
+
+Regressor: ``sum_v coef[v] K_v + rho[0]`` (or ``x.coefficients + rho[0]`` when n_supports is 0); a
+one-class model writes 1 when that is > 0, else -1. ``post_transform`` is ignored, as in onnxruntime.
+
+Divergences from onnx.reference (onnxruntime is followed): double inputs are rounded to float (the
+reference computes in double); a binary linear-mode model with mixed-sign weights picks label 1 when
+the top score is > 0 (the reference picks the argmax); binary support-vector scores under SOFTMAX,
+SOFTMAX_ZERO and PROBIT (the reference transforms [-s, s], or writes one PROBIT column); linear-mode
+models honour prob_a for the binary label rule (the reference ignores it); the regressor ignores
+post_transform (the reference refuses other than NONE) and runs on every input type (onnxruntime
+only has float). Where onnxruntime leaves memory unwritten (second PROBIT column of binary scores)
+onnxc writes 0. Unknown kernel_type/post_transform strings are compile-time errors (onnxruntime reads
+them as SIGMOID/PROBIT); missing kernel_params mean zeros (onnxruntime requires the attribute). A
+wrong feature count is a run-time error (onnxruntime's classifier does not check it).
+"""
+
+from __future__ import annotations
+
+from onnxc.ir import DType
+from onnxc.passes.shapes.ml import ML
+from onnxc.passes.shapes.ml_svm import INPUT_TYPES, SvmSpec, classifier_spec, regressor_spec
+
+from ..templating import c_string
+from .base import KernelCtx, kernel
+from .ctables import float_lit, int_table, str_lit, table
+from .ml_post import use_probit
+
+_HELPERS = r"""
+/* onnxruntime's ml post transforms and Platt coupling, in float as it computes them. */
+static float onnxc_svm_logistic(float v) {
+    const float e = 1.0f / (1.0f + expf(-fabsf(v)));
+    return v < 0 ? 1.0f - e : e;
+}
+/* post_transform (1 SOFTMAX, 2 LOGISTIC, 3 SOFTMAX_ZERO, 4 PROBIT) over n >= 2 scores */
+static void onnxc_svm_post(float *s, int64_t n, int post) {
+    if (post == 2) {
+        for (int64_t j = 0; j < n; j++) s[j] = (float)(1.0 / (1.0 + exp(-(double)s[j])));
+    } else if (post == 4) {
+        for (int64_t j = 0; j < n; j++) s[j] = (float)onnxc_ml_probit(s[j]);
+    } else if (post == 1 || post == 3) {
+        float m = -3.40282347e+38f, sum = 0.0f;  /* -FLT_MAX */
+        for (int64_t j = 0; j < n; j++) if (s[j] > m) m = s[j];
+        const float z = expf(-m);
+        for (int64_t j = 0; j < n; j++) {
+            if (post == 3 && !(s[j] > 1e-7f || s[j] < -1e-7f)) { s[j] *= z; continue; }
+            s[j] = expf(s[j] - m);
+            sum += s[j];
+        }
+        for (int64_t j = 0; j < n; j++) s[j] /= sum;
+    }
+}
+/* libsvm's multi-class probability from pairwise probabilities r[k * k] into p[k]; Q[k * k], Qp[k]
+ * are scratch. */
+static void onnxc_svm_coupling(int64_t k, const float *r, float *p, float *Q, float *Qp) {
+    const float eps = 0.005f / (float)k;
+    for (int64_t i = 0; i < k * k; i++) Q[i] = 0.0f;
+    for (int64_t i = 0; i < k; i++) {
+        p[i] = 1.0f / (float)k;
+        for (int64_t j = 0; j < i; j++) {
+            Q[i * k + i] += r[j * k + i] * r[j * k + i];
+            Q[i * k + j] = Q[j * k + i];
+        }
+        for (int64_t j = i + 1; j < k; j++) {
+            Q[i * k + i] += r[j * k + i] * r[j * k + i];
+            Q[i * k + j] = -r[j * k + i] * r[i * k + j];
+        }
+    }
+    for (int loop = 0; loop < 100; loop++) {
+        float pQp = 0.0f, max_error = 0.0f;
+        for (int64_t i = 0; i < k; i++) {
+            Qp[i] = 0.0f;
+            for (int64_t j = 0; j < k; j++) Qp[i] += Q[i * k + j] * p[j];
+            pQp += p[i] * Qp[i];
+        }
+        for (int64_t i = 0; i < k; i++) {
+            const float e = fabsf(Qp[i] - pQp);
+            if (e > max_error) max_error = e;
+        }
+        if (max_error < eps) break;
+        for (int64_t i = 0; i < k; i++) {
+            const float diff = (-Qp[i] + pQp) / Q[i * k + i];
+            p[i] += diff;
+            pQp = (pQp + diff * (diff * Q[i * k + i] + 2 * Qp[i])) / (1 + diff) / (1 + diff);
+            for (int64_t j = 0; j < k; j++) {
+                Qp[j] = (Qp[j] + diff * Q[i * k + j]) / (1 + diff);
+                p[j] /= (1 + diff);
+            }
+        }
+    }
+}
+"""
+
+_POST = {"NONE": 0, "SOFTMAX": 1, "LOGISTIC": 2, "SOFTMAX_ZERO": 3, "PROBIT": 4}
+
+
+def _ftable(ctx: KernelCtx, values: list[float]) -> str:
+    return table(ctx, "float", [float_lit(v, single=True) for v in values])
+
+
+def _f(v: float) -> str:
+    return float_lit(v, single=True)
+
+
+def _kernel_values(spec: SvmSpec, sv: str, nv: int, out: str) -> list[str]:
+    """C setting ``out[v]`` to K(xd, sv_v) for the ``nv`` vectors of table ``sv`` (xd: the row, double)."""
+    f = spec.n_features
+    lines = [f"for (int64_t v = 0; v < {nv}; v++) {{", f"const float *restrict s_ = {sv} + v * {f};"]
+    if spec.kernel == "RBF":  # onnxruntime's float loop, term by term
+        lines += ["float d = 0.0f;", f"for (int64_t k = 0; k < {f}; k++) {{ const float t = xf[k] - s_[k]; "
+                  "d += t * t; }", f"{out}[v] = (double)expf(-{_f(spec.gamma)} * d);", "}"]
+        return lines
+    lines += ["double d = 0.0;", f"for (int64_t k = 0; k < {f}; k++) d += (double)xf[k] * (double)s_[k];"]
+    t = f"(double){_f(spec.gamma)} * d + (double){_f(spec.coef0)}"
+    expr = {"LINEAR": "d", "POLY": f"pow({t}, (double){_f(spec.degree)})", "SIGMOID": f"tanh({t})"}[spec.kernel]
+    lines += [f"{out}[v] = (double)(float)({expr});", "}"]
+    return lines
+
+
+def _rows(ctx: KernelCtx, spec: SvmSpec, dscratch: str, fscratch: str, body: list[str]) -> str:
+    """The kernel body: the feature check, then ``body`` per row ``r`` (``xf``: the row as float) with
+    per-thread scratch of ``dscratch`` doubles (``ws_``) and ``fscratch`` floats (``fs_``)."""
+    x = ctx.ins[0]
+    who = c_string(ctx.node.describe())
+    n, f = (x.dims[0], x.dims[1]) if x.rank == 2 else ("1", x.dims[0])
+    par = ctx.threads > 1
+    lines = [f"const int64_t n_ = {n}, f_ = {f};",
+             f"if (f_ != {spec.n_features}) return onnxc_fail(rt, ONNXC_ERR_INPUT, \"%s: the input has %lld "
+             f"features, the model expects {spec.n_features}\", {who}, (long long)f_);",
+             "int bad_ = 0;"]
+    if par:
+        lines.append("#pragma omp parallel num_threads(rt->threads) if (n_ >= 32) reduction(| : bad_)")
+    lines += ["{", f"double *ws_ = (double *)onnxc_alloc({dscratch} * sizeof(double));",
+              f"float *fs_ = (float *)onnxc_alloc({fscratch} * sizeof(float));", "if (!ws_ || !fs_) bad_ = 1;"]
+    if par:
+        lines.append("#pragma omp for schedule(dynamic, 8)")
+    lines += ["for (int64_t r = 0; r < n_; r++) {", "if (!ws_ || !fs_) continue;", "float *restrict xf = fs_;",
+              f"for (int64_t k = 0; k < {spec.n_features}; k++) xf[k] = (float)in0[r * {spec.n_features} + k];",
+              *body, "}", "free(ws_);", "free(fs_);", "}",
+              f"if (bad_) return onnxc_fail(rt, ONNXC_ERR_MEMORY, \"%s: out of memory\", {who});", "return 0;"]
+    return "\n".join(lines)
+
+
+def _classifier_svc(ctx: KernelCtx, spec: SvmSpec, labels: str) -> str:
+    nc, nv, npair, ns = spec.n_classes, spec.n_vectors, spec.n_pairs, spec.n_scores
+    sv, coef, rho = _ftable(ctx, spec.support_vectors), _ftable(ctx, spec.coefficients), _ftable(ctx, spec.rho)
+    start = int_table(ctx, spec.starts)
+    count = int_table(ctx, spec.vectors_per_class)
+    post = _POST[spec.post]
+    # float scratch: the row [F], the pair scores [pairs], then (probabilities) r and Q [nc * nc] each, Qp [nc]
+    f_sc = spec.n_features
+    f_prob = f_sc + npair
+    fscratch = f_prob + (2 * nc * nc + 2 * nc if spec.proba else 0)
+    body = _kernel_values(spec, sv, nv, "kv")
+    body[:0] = ["double *restrict kv = ws_;", f"float *restrict sc = fs_ + {f_sc};", f"int64_t votes[{nc}];",
+                f"for (int64_t c = 0; c < {nc}; c++) votes[c] = 0;"]
+    body += ["int64_t p = 0;", f"for (int64_t i = 0; i < {nc - 1}; i++)",
+             f"for (int64_t j = i + 1; j < {nc}; j++, p++) {{", "double s = 0.0;",
+             f"const float *restrict wi = {coef} + (j - 1) * {nv}, *restrict wj = {coef} + i * {nv};",
+             f"for (int64_t v = {start}[i]; v < {start}[i] + {count}[i]; v++) s += (double)(wi[v] * (float)kv[v]);",
+             f"for (int64_t v = {start}[j]; v < {start}[j] + {count}[j]; v++) s += (double)(wj[v] * (float)kv[v]);",
+             f"s += (double){rho}[p];", "sc[p] = (float)s;", "votes[s > 0 ? i : j]++;", "}",
+             "int64_t best = 0;", f"for (int64_t c = 1; c < {nc}; c++) if (votes[best] < votes[c]) best = c;",
+             f"out0[r] = {labels}[best];", f"float *restrict z = out1 + r * {ns};"]
+    if spec.proba:
+        pa, pb = _ftable(ctx, spec.prob_a), _ftable(ctx, spec.prob_b)
+        body += [f"float *restrict pr = fs_ + {f_prob}, *restrict Q = pr + {nc * nc}, *restrict Qp = Q + {nc * nc};",
+                 f"for (int64_t c = 0; c < {nc * nc}; c++) pr[c] = 0.0f;", "p = 0;",
+                 f"for (int64_t i = 0; i < {nc - 1}; i++)", f"for (int64_t j = i + 1; j < {nc}; j++, p++) {{",
+                 f"float v1 = 1.0f - onnxc_svm_logistic(sc[p] * {pa}[p] + {pb}[p]);",
+                 "if (v1 < 1.0e-7f) v1 = 1.0e-7f;", "if (v1 > 1.0f - 1.0e-7f) v1 = 1.0f - 1.0e-7f;",
+                 f"pr[i * {nc} + j] = v1;", f"pr[j * {nc} + i] = 1.0f - v1;", "}",
+                 f"onnxc_svm_coupling({nc}, pr, z, Q, Qp);"]
+        if post:
+            body.append(f"onnxc_svm_post(z, {nc}, {post});")
+    elif nc == 2:
+        body.append("const float s0 = sc[0];")
+        body.append({0: "z[0] = -s0; z[1] = s0;", 2: "z[0] = onnxc_svm_logistic(-s0); z[1] = onnxc_svm_logistic(s0);",
+                     4: "z[0] = (float)onnxc_ml_probit(s0); z[1] = 0.0f;"}.get(post, "z[0] = 1.0f - s0; z[1] = s0;"))
+    else:
+        body.append(f"for (int64_t c = 0; c < {npair}; c++) z[c] = sc[c];")
+        if post:
+            body.append(f"onnxc_svm_post(z, {npair}, {post});")
+    return _rows(ctx, spec, str(nv), str(fscratch), body)
+
+
+def _classifier_linear(ctx: KernelCtx, spec: SvmSpec, labels: str) -> str:
+    nc, f, post = spec.n_classes, spec.n_features, _POST[spec.post]
+    coef = _ftable(ctx, spec.coefficients)
+    body = [f"float *restrict z = out1 + r * {nc};", f"for (int64_t c = 0; c < {nc}; c++) {{", "double d = 0.0;",
+            f"const float *restrict w = {coef} + c * {f};",
+            f"for (int64_t k = 0; k < {f}; k++) d += (double)xf[k] * (double)w[k];",
+            f"z[c] = (float)(d + (double){_f(spec.rho[0])});", "}",
+            "int64_t best = 0;", f"for (int64_t c = 1; c < {nc}; c++) if (z[best] < z[c]) best = c;"]
+    if nc == 2 and not spec.proba:
+        if min(spec.coefficients) >= 0:
+            body.append("if (z[best] >= 0.5f) best = 1;")
+        else:
+            body.append("if (z[best] > 0.0f) best = 1;")
+    body.append(f"out0[r] = {labels}[best];")
+    if post and nc >= 2:
+        body.append(f"onnxc_svm_post(z, {nc}, {post});")
+    elif post == 4:
+        body.append("z[0] = (float)onnxc_ml_probit(z[0]);")
+    return _rows(ctx, spec, "1", str(f), body)
+
+
+@kernel("SVMClassifier", domain=ML, types=INPUT_TYPES)
+def svm_classifier(ctx: KernelCtx) -> str:
+    spec = classifier_spec(ctx.node)
+    use_probit(ctx)  # onnxc_svm_post refers to it
+    ctx.helper("onnxc_svm_helpers", _HELPERS)
+    if spec.label_type == DType.STRING:
+        labels = table(ctx, "onnxc_str", [str_lit(s) for s in spec.labels])
+    else:
+        labels = int_table(ctx, spec.labels)
+    return (_classifier_svc if spec.svc else _classifier_linear)(ctx, spec, labels)
+
+
+@kernel("SVMRegressor", domain=ML, types=INPUT_TYPES)
+def svm_regressor(ctx: KernelCtx) -> str:
+    spec = regressor_spec(ctx.node)
+    coef = _ftable(ctx, spec.coefficients)
+    if spec.svc:
+        body = _kernel_values(spec, _ftable(ctx, spec.support_vectors), spec.n_vectors, "kv")
+        body[:0] = ["double *restrict kv = ws_;"]
+        body += ["double s = 0.0;", f"for (int64_t v = 0; v < {spec.n_vectors}; v++) s += {coef}[v] * kv[v];"]
+    else:
+        body = ["double s = 0.0;",
+                f"for (int64_t k = 0; k < {spec.n_features}; k++) s += (double)xf[k] * (double){coef}[k];"]
+    body.append(f"const float y = (float)(s + (double){_f(spec.rho[0])});")
+    body.append("out0[r] = y > 0.0f ? 1.0f : -1.0f;" if spec.one_class else "out0[r] = y;")
+    return _rows(ctx, spec, str(max(spec.n_vectors, 1)), str(spec.n_features), body)

@@ -1,0 +1,1 @@
+"""TreeEnsembleRegressor/TreeEnsembleClassifier are kernels (codegen/kernels/trees_classic.py), not expansions."""
