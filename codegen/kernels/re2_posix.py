@@ -1,11 +1,14 @@
-"""Translate an RE2 pattern (RegexFullMatch) to a POSIX extended regular expression for <regex.h>.
+"""Translate an RE2 pattern (RegexFullMatch, com.microsoft Tokenizer) to a POSIX extended regular
+expression for <regex.h>.
 
 RegexFullMatch only asks whether a whole string matches, so RE2's leftmost-first preference and
-POSIX's leftmost-longest rule give the same answer: only the language matters. The translation keeps
+POSIX's leftmost-longest rule give the same answer: only the language matters. Tokenizer searches
+(``anchored=False``) with RE2's ``longest_match`` option, which is POSIX's leftmost-longest rule. The translation keeps
 RE2's meaning where POSIX differs: ``\\d \\w \\s`` (and ``[[:alpha:]]``-style classes) are ASCII sets as
 in RE2, ``.`` does not match a newline unless ``(?s)``, lazy quantifiers become greedy, ``(?:``
 and named groups become plain groups, ``\\Q...\\E`` and ``\\x{...}`` become escaped literals, and
-brackets are rebuilt from code point ranges (POSIX brackets have no escapes). ``\\b`` and ``\\B``
+brackets are rebuilt from code point ranges (POSIX brackets have no escapes; non-ASCII characters are
+listed one by one, since glibc's regcomp refuses ranges of them, up to MAX_LISTED). ``\\b`` and ``\\B``
 map to the GNU operators of glibc's regcomp. The C kernel compiles the result under a C.UTF-8
 locale, so ``.`` and negated brackets match whole UTF-8 characters as in RE2.
 
@@ -30,12 +33,13 @@ _POSIX = {"alnum": [(48, 57), (65, 90), (97, 122)], "alpha": [(65, 90), (97, 122
           "upper": [(65, 90)], "word": [(48, 57), (65, 90), (95, 95), (97, 122)],
           "xdigit": [(48, 57), (65, 70), (97, 102)]}
 _CONTROL = {"n": 10, "t": 9, "r": 13, "f": 12, "v": 11, "a": 7}
+MAX_LISTED = 4096  # non-ASCII characters a bracket may list (glibc compiles no non-ASCII ranges)
 _REPEAT = re.compile(r"\{(\d+)(,(\d*))?\}")
 
 
 @dataclass
 class Translation:
-    pattern: str          # the POSIX ERE, anchored: ^(...)$
+    pattern: str          # the POSIX ERE: ^(...)$ for a full match, (...) for a search
     icase: bool           # compile with REG_ICASE
     gnu: bool             # uses GNU operators (\b, \B): needs glibc's regcomp
 
@@ -65,8 +69,12 @@ def bracket(ranges: list[tuple[int, int]], negate: bool = False) -> str:
     if not ranges:
         raise ValueError("an empty character class")
     specials = {cp for cp in (93, 45, 94, 91) if any(a <= cp <= b for a, b in ranges)}  # ] - ^ [
-    body = "".join(chr(lo) if lo == hi else f"{chr(lo)}-{chr(hi)}"
-                   for a, b in ranges for lo, hi in _split_out(a, b, specials))
+    pieces = [r for a, b in ranges for r in _split_out(a, b, specials)]
+    wide = sum(hi - max(lo, 0x80) + 1 for lo, hi in pieces if hi >= 0x80)
+    if wide > MAX_LISTED:
+        raise ValueError(f"a character class with {wide} non-ASCII characters (at most {MAX_LISTED}: glibc's regex "
+                         "cannot compile ranges of non-ASCII characters, so they are listed one by one)")
+    body = "".join(_range(lo, hi) for lo, hi in pieces)
     parts = ("]" if 93 in specials else "") + body + ("[" if 91 in specials else "")
     tail = ("^" if 94 in specials else "") + ("-" if 45 in specials else "")
     if not parts and tail == "^":
@@ -74,6 +82,12 @@ def bracket(ranges: list[tuple[int, int]], negate: bool = False) -> str:
     if not parts and tail == "^-":
         tail = "-^"
     return f"[{'^' if negate else ''}{parts}{tail}]"
+
+
+def _range(lo: int, hi: int) -> str:
+    """Bracket items for code points lo..hi: an ASCII range, then each non-ASCII character by itself."""
+    out = "" if lo > 0x7F else (chr(lo) if lo == min(hi, 0x7F) else f"{chr(lo)}-{chr(min(hi, 0x7F))}")
+    return out + "".join(chr(c) for c in range(max(lo, 0x80), hi + 1) if not 0xD800 <= c < 0xE000)
 
 
 def _split_out(a: int, b: int, specials: set[int]) -> list[tuple[int, int]]:
@@ -275,8 +289,9 @@ class _Parser:
         return ord(e)
 
 
-def translate(pattern: str) -> Translation:
-    """The anchored POSIX ERE of RE2 ``pattern`` for a full match; ValueError when not expressible."""
+def translate(pattern: str, anchored: bool = True) -> Translation:
+    """The POSIX ERE of RE2 ``pattern``, anchored for a full match or not for a search; ValueError when
+    not expressible."""
     p = _Parser(pattern)
     body = p.translate()
-    return Translation(f"^({body})$", p.icase, p.gnu)
+    return Translation(f"^({body})$" if anchored else f"({body})", p.icase, p.gnu)

@@ -40,6 +40,7 @@ from . import (  # noqa: F401
     strings,  # noqa: F401
     svm,  # noqa: F401
     tfidf,  # noqa: F401
+    tokenizer,  # noqa: F401
     training,  # noqa: F401
     trees,  # noqa: F401
 )

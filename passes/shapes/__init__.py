@@ -2,6 +2,7 @@
 
 from . import (  # noqa: F401
     cast,
+    contrib,  # noqa: F401
     control_flow,
     conv,  # noqa: F401
     einsum,  # noqa: F401

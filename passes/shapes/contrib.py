@@ -1,0 +1,83 @@
+"""Shape rules of onnxruntime's contrib ops (domain ``com.microsoft``) that onnxc implements:
+Tokenizer, which scikit-learn text pipelines exported by skl2onnx use.
+
+Tokenizer (opset 1) splits each string of X ([C] or [N, C]) into tokens, Y is [C, D] / [N, C, D]:
+D, the most tokens of any string (+2 with ``mark``, for the start and end marks 0x02 and 0x03), is
+known only from the data, so it is a run-time dim its kernel's shape function computes. As in
+onnxruntime, D is 0 when no string has a token (even with ``mark``), and an empty input keeps its
+rank: [0] -> [0], [N, 0] or [0, C] -> [N, 0] (decided here when the zero is static; a symbolic dim
+that is 0 at run time gives the rank-plus-one shape with D = 0, the same zero elements).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from onnxc.ir import DType, Node, TensorType
+
+from .common import fail, runtime_dim, shape_of, tensor_type
+from .registry import shape_rule
+
+MS = "com.microsoft"
+START, END = "\x02", "\x03"  # the marks around each string's tokens
+
+
+@dataclass(frozen=True)
+class TokenizerArgs:
+    """A Tokenizer node's attributes, validated as onnxruntime does when it builds the kernel."""
+
+    mark: bool
+    mincharnum: int
+    pad_value: str
+    separators: tuple[str, ...] | None  # None: ``tokenexp``; ("",): one token per UTF-8 character
+    tokenexp: str | None
+
+    @property
+    def chars(self) -> bool:
+        return self.separators == ("",)
+
+
+def _as_str(node: Node, name: str, s) -> str:
+    s = s.decode("utf-8", "surrogateescape") if isinstance(s, bytes) else str(s)
+    if "\0" in s:
+        raise fail(node, f"attribute {name!r} must not contain NUL characters")
+    return s
+
+
+def tokenizer_args(node: Node) -> TokenizerArgs:
+    """The attributes of Tokenizer ``node``; ShapeError naming the node and attribute when invalid."""
+    for name in ("mark", "mincharnum", "pad_value"):
+        if node.attr(name) is None:
+            raise fail(node, f"attribute {name!r} is required")
+    seps, exp = node.attr("separators"), node.attr("tokenexp")
+    if not seps and exp is None:
+        raise fail(node, "one of the attributes 'separators' and 'tokenexp' is required")
+    if seps and exp is not None:
+        raise fail(node, "only one of the attributes 'separators' and 'tokenexp' may be set")
+    mincharnum = int(node.attr("mincharnum"))
+    if mincharnum < 1:
+        raise fail(node, f"attribute 'mincharnum' must be positive, got {mincharnum}")
+    if exp is not None:
+        exp = _as_str(node, "tokenexp", exp)
+        if not exp:
+            raise fail(node, "attribute 'tokenexp' must not be empty")
+        seps = None
+    else:
+        seps = tuple(_as_str(node, "separators", s) for s in seps)
+        if seps == ("",) and mincharnum > 1:
+            raise fail(node, f"attribute 'mincharnum' is {mincharnum}: one token per character needs 1")
+    return TokenizerArgs(bool(int(node.attr("mark"))), mincharnum, _as_str(node, "pad_value", node.attr("pad_value")),
+                         seps, exp)
+
+
+@shape_rule("Tokenizer", domain=MS)
+def _tokenizer(node: Node) -> list:
+    if tensor_type(node, 0).dtype != DType.STRING:
+        raise fail(node, f"input 0 must be a string tensor, got {tensor_type(node, 0).dtype.short}")
+    shape = shape_of(node, 0)
+    if len(shape) not in (1, 2):
+        raise fail(node, f"the input must have shape [C] or [N, C], got {list(shape)}")
+    tokenizer_args(node)
+    if 0 in shape:  # static zeros: onnxruntime's empty output
+        return [TensorType(DType.STRING, (0,) if len(shape) == 1 else (shape[0], 0))]
+    return [TensorType(DType.STRING, (*shape, runtime_dim(node, 0, len(shape))))]
