@@ -190,6 +190,31 @@ def test_build_failures_exit_nonzero_with_a_message(tmp_path):
         onnxc.load(tmp_path)
 
 
+def build_for_valgrind(model: Path, out: Path, name: str) -> Path:
+    """``onnxc build`` of ``model`` into ``out`` (x86-64-v2 on x86: valgrind does not decode AVX-512)."""
+    target = ["--target", "x86-64-v2"] if platform.machine() == "x86_64" else []
+    r = subprocess.run([*ONNXC, "build", str(model), "-o", str(out), "--name", name, *target],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    return out
+
+
+def run_c_check(source: str, out: Path, name: str, tmp_path: Path) -> list[str]:
+    """Compile the C program ``source`` against the artifact in ``out`` (library ``name``), run it
+    (under valgrind when available: no leak, no invalid access) and return its output lines."""
+    src, exe = tmp_path / f"{name}_check.c", tmp_path / f"{name}_check"
+    src.write_text(source)
+    cc = subprocess.run([default_cc(), "-O1", f"-I{out}", "-o", str(exe), str(src), f"-L{out}", f"-l{name}",
+                         f"-Wl,-rpath,{out}"], capture_output=True, text=True)
+    assert cc.returncode == 0, cc.stderr
+    cmd = [str(exe)]
+    if shutil.which("valgrind"):
+        cmd = ["valgrind", "-q", "--leak-check=full", "--errors-for-leak-kinds=definite", "--error-exitcode=9", *cmd]
+    run = subprocess.run(cmd, capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout + run.stderr
+    return run.stdout.splitlines()
+
+
 SEQ_CHECK = r"""
 #include <stdio.h>
 #include "sq.h"
@@ -231,25 +256,10 @@ def test_sequence_output_through_the_c_api(tmp_path):
         [helper.make_tensor("s", TensorProto.INT64, [], [3])])
     model = tmp_path / "sq.onnx"
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)]), model)
-    out = tmp_path / "sq"
-    # x86-64-v2: valgrind does not decode AVX-512
-    r = subprocess.run([*ONNXC, "build", str(model), "-o", str(out), "--name", "sq", "--target", "x86-64-v2"]
-                       if platform.machine() == "x86_64" else [*ONNXC, "build", str(model), "-o", str(out), "--name", "sq"],
-                       capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
+    out = build_for_valgrind(model, tmp_path / "sq", "sq")
     header = (out / "sq.h").read_text()
     assert "sq_free_value" in header and "dtype 1000" in header
-    src, exe = tmp_path / "seq_check.c", tmp_path / "seq_check"
-    src.write_text(SEQ_CHECK)
-    cc = subprocess.run([default_cc(), "-O1", f"-I{out}", "-o", str(exe), str(src), f"-L{out}", "-lsq",
-                         f"-Wl,-rpath,{out}"], capture_output=True, text=True)
-    assert cc.returncode == 0, cc.stderr
-    cmd = [str(exe)]
-    if shutil.which("valgrind"):
-        cmd = ["valgrind", "-q", "--leak-check=full", "--errors-for-leak-kinds=definite", "--error-exitcode=9", *cmd]
-    run = subprocess.run(cmd, capture_output=True, text=True)
-    assert run.returncode == 0, run.stdout + run.stderr
-    assert run.stdout.splitlines() == ["kind 2 elem 1 n 3", "item 0: 1 2 3", "item 1: 4 5 6", "item 2: 7"]
+    assert run_c_check(SEQ_CHECK, out, "sq", tmp_path) == ["kind 2 elem 1 n 3", "item 0: 1 2 3", "item 1: 4 5 6", "item 2: 7"]
 
 
 ZIPMAP_CHECK = r"""
@@ -295,21 +305,7 @@ def test_map_outputs_through_the_c_api_and_load(tmp_path):
     model = tmp_path / "zm.onnx"
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18), helper.make_opsetid("ai.onnx.ml", 1)]),
               model)
-    out = tmp_path / "zm"
-    r = subprocess.run([*ONNXC, "build", str(model), "-o", str(out), "--name", "zm", "--target", "x86-64-v2"]
-                       if platform.machine() == "x86_64" else [*ONNXC, "build", str(model), "-o", str(out), "--name", "zm"],
-                       capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
+    out = build_for_valgrind(model, tmp_path / "zm", "zm")
     x = np.array([[0.25, 0.75], [0.5, 0.5]], np.float32)
     assert onnxc.load(out).run({"x": x})["probs"] == [{"no": 0.75, "yes": 0.25}, {"no": 0.5, "yes": 0.5}]
-    src, exe = tmp_path / "zm_check.c", tmp_path / "zm_check"
-    src.write_text(ZIPMAP_CHECK)
-    cc = subprocess.run([default_cc(), "-O1", f"-I{out}", "-o", str(exe), str(src), f"-L{out}", "-lzm",
-                         f"-Wl,-rpath,{out}"], capture_output=True, text=True)
-    assert cc.returncode == 0, cc.stderr
-    cmd = [str(exe)]
-    if shutil.which("valgrind"):
-        cmd = ["valgrind", "-q", "--leak-check=full", "--errors-for-leak-kinds=definite", "--error-exitcode=9", *cmd]
-    run = subprocess.run(cmd, capture_output=True, text=True)
-    assert run.returncode == 0, run.stdout + run.stderr
-    assert run.stdout.splitlines() == ["kind 2 n 2", "map 3: no=0.75 yes=0.25", "map 3: no=0.5 yes=0.5"]
+    assert run_c_check(ZIPMAP_CHECK, out, "zm", tmp_path) == ["kind 2 n 2", "map 3: no=0.75 yes=0.25", "map 3: no=0.5 yes=0.5"]
