@@ -30,7 +30,8 @@ if __package__ in (None, ""):  # run as a script
 import cffi  # noqa: E402
 import numpy as np  # noqa: E402
 
-from onnxc.codegen.compiler import CompilerConfig, compile_shared  # noqa: E402
+from onnxc.codegen.compiler import CompilerConfig  # noqa: E402
+from onnxc.codegen.runtime_lib import compile_with_runtime  # noqa: E402
 
 SHAPES = [  # M, N, K: square, then convolution GEMMs of ResNet-50 (M = out channels, N = positions, K = C*k*k)
     (1024, 1024, 1024), (64, 3136, 576), (128, 784, 1152), (256, 196, 2304), (512, 49, 4608), (64, 12544, 147),
@@ -63,7 +64,7 @@ def load_gemm(folder: Path):
     """Build and load the wrapper library; returns (ffi, lib)."""
     src, out = folder / "gemm_bench.c", folder / "gemm_bench.so"
     src.write_text(WRAPPER)
-    compile_shared(src, out, CompilerConfig())
+    compile_with_runtime(src, out, CompilerConfig())
     ffi = cffi.FFI()
     ffi.cdef(CDEF)
     return ffi, ffi.dlopen(str(out))

@@ -23,9 +23,10 @@ from pathlib import Path
 from onnxc.ir import CompileError, DType, MapType, ModelError, OptionalType, SequenceType, TensorType
 from onnxc.ir.dims import Sym, dmax, dmin, floordiv, free_symbols, mod, sym
 
-from .compiler import CompilerConfig, has_openmp, runtime_dir
+from .compiler import CompilerConfig, has_openmp
 from .emit import emit_c
 from .lower import Program
+from .runtime_lib import runtime_archive, runtime_files_for
 from .templating import c_string, render
 
 TARGETS = {
@@ -250,9 +251,12 @@ def write_sources(p: Program, in_types: list, out_types: list, out_dir: Path, na
                   dimvars_comment=_comment(", ".join(dim_names) or "none"),
                   guard=f"ONNXC_{name.upper()}_H",
                   sources_extra="weights.c " if embed else "", objects_extra="weights.c " if embed else "")
+    model_c, api_c = emit_c(p, prefix), render("aot/api.c.j2", **common)
+    rt_headers, rt_sources = runtime_files_for(model_c + api_c)
+    common["runtime_sources"] = [f.name for f in rt_sources]
     files = {
-        "model.c": emit_c(p, prefix),
-        "api.c": render("aot/api.c.j2", **common),
+        "model.c": model_c,
+        "api.c": api_c,
         f"{name}.h": render("aot/api.h.j2", **common),
         "example.c": render("aot/example.c.j2", **common),
         "Makefile": render("aot/Makefile.j2", **common),
@@ -264,8 +268,8 @@ def write_sources(p: Program, in_types: list, out_types: list, out_dir: Path, na
     for fname, text in files.items():
         (out_dir / fname).write_text(text)
     (out_dir / f"{name}.weights").write_bytes(weights)
-    for h in sorted(runtime_dir().glob("*.h")):
-        shutil.copyfile(h, out_dir / h.name)
+    for f in rt_headers + rt_sources:  # only the runtime files the model needs
+        shutil.copyfile(f, out_dir / f.name)
     manifest = {"format": FORMAT, "name": name, "prefix": prefix, "library": f"lib{name}.so",
                 "target": target, "threads": threads,
                 "weights": {"mode": "embedded" if embed else "file", "file": f"{name}.weights",
@@ -283,19 +287,34 @@ def _version() -> str:
     return __version__
 
 
-def build_command(out_dir: Path, name: str, cfg: CompilerConfig, target: str, embed: bool) -> list[str]:
-    flags = [f for f in cfg.flags if not f.startswith("-march")] + list(TARGETS[target])
+def target_flags(cfg: CompilerConfig, target: str) -> tuple[str, ...]:
+    """The compiler flags of an artifact: the configured ones with the target's ISA flags."""
+    return tuple(f for f in cfg.flags if not f.startswith("-march")) + tuple(TARGETS[target])
+
+
+def build_command(out_dir: Path, name: str, cfg: CompilerConfig, target: str, embed: bool,
+                  runtime: Path | None = None) -> list[str]:
+    """The command building ``lib<name>.so`` from the written sources; ``runtime``: the runtime archive
+    (built for the same flags) linked statically, else the runtime sources in the folder are compiled."""
+    flags = target_flags(cfg, target)
     cmd = [*shlex.split(cfg.cc), "-std=gnu11", *flags, "-fPIC", "-shared", "-fno-strict-aliasing",
            "-I", str(out_dir), f"-Wa,-I{out_dir}", f"-Wl,-soname,lib{name}.so"]
     if cfg.openmp and has_openmp(cfg.cc):
         cmd.append("-fopenmp")
     srcs = [out_dir / "model.c", out_dir / "api.c"] + ([out_dir / "weights.c"] if embed else [])
+    if runtime is None:
+        srcs += [out_dir / f.name for f in runtime_files_for((out_dir / "model.c").read_text())[1]]
+    else:
+        srcs.append(runtime)
     return [*cmd, "-o", str(out_dir / f"lib{name}.so"), *map(str, srcs), "-lm"]
 
 
-def build_library(out_dir: Path, name: str, cfg: CompilerConfig, target: str, embed: bool) -> Path:
-    """Compile the written sources into ``lib<name>.so``; CompileError carries the compiler's output."""
-    cmd = build_command(out_dir, name, cfg, target, embed)
+def build_library(out_dir: Path, name: str, cfg: CompilerConfig, target: str, embed: bool,
+                  cache: str | os.PathLike | None = None) -> Path:
+    """Compile the written sources into ``lib<name>.so``, linking the cached runtime archive built for
+    the artifact's flags; CompileError carries the compiler's output."""
+    runtime = runtime_archive(cfg, cache, target_flags(cfg, target))
+    cmd = build_command(out_dir, name, cfg, target, embed, runtime)
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
     except (OSError, subprocess.SubprocessError) as e:

@@ -1,7 +1,7 @@
 """Content-addressed on-disk cache of compiled model libraries.
 
-Key = sha256 of (format version, C source, full compiler command line, compiler version, shipped
-runtime headers). Entries live at ``<cache>/<key[:2]>/<key>.so``; writes go to a temp file and are
+Key = sha256 of (format version, C source, full compiler command line, compiler version, the key of
+the runtime library it links (codegen/runtime_lib.py: runtime sources, their flags and compiler)). Entries live at ``<cache>/<key[:2]>/<key>.so``; writes go to a temp file and are
 renamed into place under a per-key lock, so concurrent processes never see half-written libraries.
 ``ONNXC_FAIL_ON_COMPILE=1`` turns any cache miss into a CompileError (tests use it to prove a
 compile was not needed). Counters record hits and misses for tests: ``hits``/``misses`` count
@@ -23,9 +23,10 @@ from pathlib import Path
 from onnxc.ir import CompileError
 
 from .cache_prune import prune, touch
-from .compiler import CompilerConfig, compile_shared, compiler_version, runtime_dir
+from .compiler import CompilerConfig, compile_shared, compiler_version
+from .runtime_lib import archive_key, runtime_archive
 
-FORMAT_VERSION = "1"
+FORMAT_VERSION = "2"
 stats = {"hits": 0, "misses": 0, "model_hits": 0, "model_misses": 0}
 
 
@@ -34,18 +35,10 @@ def cache_dir(override: str | os.PathLike | None = None) -> Path:
     return Path(d)
 
 
-def _runtime_digest() -> str:
-    h = hashlib.sha256()
-    for p in sorted(runtime_dir().glob("*.[ch]")):
-        h.update(p.name.encode())
-        h.update(p.read_bytes())
-    return h.hexdigest()
-
-
 def cache_key(source: str, cfg: CompilerConfig) -> str:
     h = hashlib.sha256()
     cmd = cfg.command(Path("model.c"), Path("model.so"))
-    for part in (FORMAT_VERSION, source, shlex.join(cmd), compiler_version(cfg.cc), _runtime_digest()):
+    for part in (FORMAT_VERSION, source, shlex.join(cmd), compiler_version(cfg.cc), archive_key(cfg)):
         h.update(part.encode("utf-8", "surrogateescape"))
         h.update(b"\0")
     return h.hexdigest()
@@ -64,6 +57,7 @@ def build_cached(source: str, cfg: CompilerConfig, cache: str | os.PathLike | No
         stats["hits"] += 1
         touch(final)
         return final
+    archive = runtime_archive(cfg, cache)
     if fail_on_compile():
         raise CompileError(f"compilation needed (cache miss for key {key[:16]}) but ONNXC_FAIL_ON_COMPILE is set")
     final.parent.mkdir(parents=True, exist_ok=True)
@@ -78,7 +72,7 @@ def build_cached(source: str, cfg: CompilerConfig, cache: str | os.PathLike | No
                 src = Path(tmp) / "model.c"
                 src.write_text(source)
                 out = Path(tmp) / "model.so"
-                compile_shared(src, out, cfg)
+                compile_shared(src, out, cfg, (archive,))
                 (final.parent / f"{key}.c").write_text(source)
                 os.replace(out, final)
         finally:

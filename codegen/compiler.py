@@ -32,12 +32,14 @@ class CompilerConfig:
     flags: tuple[str, ...] = ("-O3", "-march=native")
     openmp: bool = True
 
-    def command(self, src: Path, out: Path) -> list[str]:
+    def command(self, src: Path, out: Path, libs: tuple[Path, ...] = ()) -> list[str]:
+        """Compile ``src`` into the shared library ``out``, linking the static archives ``libs`` (the
+        runtime library, codegen/runtime_lib.py)."""
         cmd = [*shlex.split(self.cc), "-std=gnu11", *self.flags, "-fPIC", "-shared", "-fno-strict-aliasing",
                "-I", str(runtime_dir())]
         if self.openmp and has_openmp(self.cc):
             cmd.append("-fopenmp")
-        return [*cmd, "-o", str(out), str(src), "-lm"]
+        return [*cmd, "-o", str(out), str(src), *map(str, libs), "-lm"]
 
 
 @lru_cache(maxsize=8)
@@ -62,9 +64,10 @@ def has_openmp(cc: str) -> bool:
         return r.returncode == 0
 
 
-def compile_shared(src: Path, out: Path, cfg: CompilerConfig) -> None:
-    """Compile ``src`` into the shared library ``out``; CompileError carries the compiler's message."""
-    cmd = cfg.command(src, out)
+def compile_shared(src: Path, out: Path, cfg: CompilerConfig, libs: tuple[Path, ...] = ()) -> None:
+    """Compile ``src`` into the shared library ``out`` (linking ``libs``); CompileError carries the
+    compiler's message."""
+    cmd = cfg.command(src, out, libs)
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
     except (OSError, subprocess.SubprocessError) as e:

@@ -20,6 +20,15 @@ extern "C" {
 
 #define ONNXC_MAX_RANK 16
 
+/* Runtime library functions (the runtime_c sources, compiled once into libonnxc_rt.a and linked statically
+ * into each model library, codegen/runtime_lib.py) are declared with ONNXC_RT_API: hidden, so they
+ * stay local to the library that links them (several models or artifacts can share a process). */
+#if defined(__GNUC__) || defined(__clang__)
+#define ONNXC_RT_API __attribute__((visibility("hidden")))
+#else
+#define ONNXC_RT_API
+#endif
+
 enum onnxc_status {
     ONNXC_OK = 0,
     ONNXC_ERR_INPUT = 1,   /* wrong input: dtype, rank or dimension */

@@ -24,6 +24,7 @@
 #define ONNXC_CONV_IMPLICIT_H
 
 #include "onnxc_gemm.h"
+#include "onnxc_sgemm_kern.h"
 
 #if defined(__AVX512F__)
 #define ONNXC_CI_AVAILABLE 1

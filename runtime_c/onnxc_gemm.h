@@ -12,18 +12,16 @@
  * beta == 0 makes C write-only: its old contents (possibly NaN) are never read. Returns 0, or
  * ONNXC_ERR_MEMORY when a packing buffer cannot be allocated.
  *
- * float: onnxc_sgemm.h (packed 12 x 32 panels, AVX-512 / AVX2+FMA / NEON / portable micro-kernels of
- * onnxc_sgemm_kern.h, chosen by the compile target). double, and the float paths for vectors and tiny
- * products: onnxc_gemm_impl.h, a portable Goto/BLIS GEMM whose micro-kernel is plain C with `omp simd`
- * (instantiated once per element type; the float instance is named onnxc_sx*).
+ * float: onnxc_sgemm.h / .c (packed 12 x 32 panels, AVX-512 / AVX2+FMA / NEON / portable micro-kernels
+ * of onnxc_sgemm_kern.h, chosen by the compile target). double (onnxc_gemm.c), and the float paths for
+ * vectors and tiny products: onnxc_gemm_impl.h, a portable Goto/BLIS GEMM whose micro-kernel is plain C
+ * with `omp simd` (instantiated once per element type; the float instance, in onnxc_sgemm.c, is named
+ * onnxc_sx*). The runtime library compiles both once (codegen/runtime_lib.py).
  */
 #ifndef ONNXC_GEMM_H
 #define ONNXC_GEMM_H
 
 #include "onnxc.h"
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 /* Blocking; each may be overridden with -D for tuning experiments. */
 #ifndef ONNXC_SGEMM_NR
@@ -63,38 +61,14 @@
 #define ONNXC_GEMM_PAR_MIN 65536
 #endif
 
-/* GCC tunes many x86 targets to 256-bit vectors even when AVX-512 exists; the GEMM wants 512.
- * Packing copies short rows: keep them inline instead of letting GCC turn them into memcpy calls. */
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC push_options
-#pragma GCC optimize("no-tree-loop-distribute-patterns")
-#if defined(__AVX512F__)
-#pragma GCC target("prefer-vector-width=512")
-#endif
-#define ONNXC_GEMM_POP_OPTIONS
-#endif
-
-#define ONNXC_GEMM_T float
-#define ONNXC_GEMM_NR ONNXC_SGEMM_NR
-#define ONNXC_GEMM_FN(name) onnxc_sx##name
-#include "onnxc_gemm_impl.h"
-#undef ONNXC_GEMM_T
-#undef ONNXC_GEMM_NR
-#undef ONNXC_GEMM_FN
-
-#define ONNXC_GEMM_T double
-#define ONNXC_GEMM_NR ONNXC_DGEMM_NR
-#define ONNXC_GEMM_FN(name) onnxc_d##name
-#include "onnxc_gemm_impl.h"
-#undef ONNXC_GEMM_T
-#undef ONNXC_GEMM_NR
-#undef ONNXC_GEMM_FN
+/* double GEMM (the float one, onnxc_sgemm, is declared in onnxc_sgemm.h); onnxc_gemm.c. */
+ONNXC_RT_API int onnxc_dgemm(int threads, int transA, int transB, int64_t M, int64_t N, int64_t K, double alpha,
+                             const double *A, int64_t lda, const double *B, int64_t ldb, double beta, double *C,
+                             int64_t ldc);
+ONNXC_RT_API int onnxc_dgemm_ref(int transA, int transB, int64_t M, int64_t N, int64_t K, double alpha,
+                                 const double *A, int64_t lda, const double *B, int64_t ldb, double beta, double *C,
+                                 int64_t ldc);
 
 #include "onnxc_sgemm.h"
-
-#ifdef ONNXC_GEMM_POP_OPTIONS
-#pragma GCC pop_options
-#undef ONNXC_GEMM_POP_OPTIONS
-#endif
 
 #endif /* ONNXC_GEMM_H */

@@ -1,13 +1,17 @@
-/* onnxc_gemm_impl.h: the GEMM body, included by onnxc_gemm.h once per element type with
- * ONNXC_GEMM_T (element type), ONNXC_GEMM_NR (micro-kernel width) and ONNXC_GEMM_FN(name) (prefix)
- * defined. Not for direct inclusion. See onnxc_gemm.h for the contract.
+/* onnxc_gemm_impl.h: the GEMM body, included by onnxc_gemm.c and onnxc_sgemm.c once per element type
+ * with ONNXC_GEMM_T (element type), ONNXC_GEMM_NR (micro-kernel width) and ONNXC_GEMM_FN(name) (prefix)
+ * defined, and optionally ONNXC_GEMM_LINK (linkage of the entry points gemm and gemm_ref; default
+ * static inline). Not for direct inclusion. See onnxc_gemm.h for the contract.
  */
+#ifndef ONNXC_GEMM_LINK
+#define ONNXC_GEMM_LINK static inline
+#endif
 #define T_ ONNXC_GEMM_T
 #define NR_ ONNXC_GEMM_NR
 #define MR_ ONNXC_GEMM_MR
 
 /* Naive reference: C = alpha * op(A) op(B) + beta * C, accumulating in the element type. */
-static inline int ONNXC_GEMM_FN(gemm_ref)(int transA, int transB, int64_t M, int64_t N, int64_t K, T_ alpha,
+ONNXC_GEMM_LINK int ONNXC_GEMM_FN(gemm_ref)(int transA, int transB, int64_t M, int64_t N, int64_t K, T_ alpha,
                                           const T_ *A, int64_t lda, const T_ *B, int64_t ldb, T_ beta,
                                           T_ *C, int64_t ldc) {
     for (int64_t i = 0; i < M; i++) {
@@ -230,7 +234,7 @@ static inline void ONNXC_GEMM_FN(gemm_small)(int transA, int transB, int64_t M, 
 }
 
 /* C = alpha * op(A) op(B) + beta * C; see onnxc_gemm.h. */
-static inline int ONNXC_GEMM_FN(gemm)(int threads, int transA, int transB, int64_t M, int64_t N, int64_t K,
+ONNXC_GEMM_LINK int ONNXC_GEMM_FN(gemm)(int threads, int transA, int transB, int64_t M, int64_t N, int64_t K,
                                       T_ alpha, const T_ *A, int64_t lda, const T_ *B, int64_t ldb, T_ beta,
                                       T_ *C, int64_t ldc) {
     if (M <= 0 || N <= 0) return 0;
@@ -290,3 +294,4 @@ static inline int ONNXC_GEMM_FN(gemm)(int threads, int transA, int transB, int64
 #undef T_
 #undef NR_
 #undef MR_
+#undef ONNXC_GEMM_LINK

@@ -1,5 +1,6 @@
 /* onnxc_sgemm.h: the float GEMM: packed operands, cache blocking, ISA micro-kernels, fused epilogue.
- * Included by onnxc_gemm.h (see there for onnxc_sgemm); the extended entry point is
+ * Included by onnxc_gemm.h (see there for onnxc_sgemm); implemented in onnxc_sgemm.c. The extended
+ * entry point is
  *
  *   int onnxc_sgemm_ex(int threads, int64_t M, int64_t N, int64_t K, float alpha,
  *                      const float *A, int64_t lda, int fa, const float *B, int64_t ldb, int fb,
@@ -65,7 +66,9 @@ typedef struct onnxc_sg_epi {
     float a, b;        /* activation parameters */
 } onnxc_sg_epi;
 
-#include "onnxc_sgemm_kern.h" /* after onnxc_sg_epi, which its kernels may apply */
+/* Panel sizes of the packed layout: one layout for every target (onnxc_sgemm_kern.h). */
+#define ONNXC_SG_MR 12
+#define ONNXC_SG_NR 32
 
 /* Elements of the packed form of an M x K (A) or K x N (B) operand. */
 static inline int64_t onnxc_sg_packed_a_size(int64_t M, int64_t K) {
@@ -76,426 +79,40 @@ static inline int64_t onnxc_sg_packed_b_size(int64_t K, int64_t N) {
 }
 
 /* Pack rows [0, mc) x cols [0, kc) of op(A) into 12-row panels of kc x 12 (the layout above, K = kc). */
-static inline void onnxc_sg_pack_a(int trans, const float *A, int64_t lda, int64_t mc, int64_t kc,
-                                   float *restrict dst) {
-    for (int64_t i0 = 0; i0 < mc; i0 += ONNXC_SG_MR, dst += kc * ONNXC_SG_MR) {
-        const int64_t mr = mc - i0 < ONNXC_SG_MR ? mc - i0 : ONNXC_SG_MR;
-        if (trans) {
-            for (int64_t p = 0; p < kc; p++) {
-                const float *src = A + p * lda + i0;
-                int64_t i = 0;
-                for (; i < mr; i++) dst[p * ONNXC_SG_MR + i] = src[i];
-                for (; i < ONNXC_SG_MR; i++) dst[p * ONNXC_SG_MR + i] = 0;
-            }
-        } else if (mr == ONNXC_SG_MR) {
-            const float *src = A + i0 * lda;
-            for (int64_t p = 0; p < kc; p++) {
-#pragma GCC unroll 12
-                for (int i = 0; i < ONNXC_SG_MR; i++) dst[p * ONNXC_SG_MR + i] = src[i * lda + p];
-            }
-        } else {
-            for (int64_t i = 0; i < ONNXC_SG_MR; i++) {
-                const float *src = A + (i0 + i) * lda;
-                if (i < mr)
-                    for (int64_t p = 0; p < kc; p++) dst[p * ONNXC_SG_MR + i] = src[p];
-                else
-                    for (int64_t p = 0; p < kc; p++) dst[p * ONNXC_SG_MR + i] = 0;
-            }
-        }
-    }
-}
+ONNXC_RT_API void onnxc_sg_pack_a(int trans, const float *A, int64_t lda, int64_t mc, int64_t kc,
+                                   float *restrict dst);
 
 /* Pack rows [0, kc) x cols [0, nc) of op(B) into 32-column panels of kc x 32. */
-static inline void onnxc_sg_pack_b(int trans, const float *B, int64_t ldb, int64_t kc, int64_t nc,
-                                   float *restrict dst) {
-    for (int64_t j0 = 0; j0 < nc; j0 += ONNXC_SG_NR, dst += kc * ONNXC_SG_NR) {
-        const int64_t nr = nc - j0 < ONNXC_SG_NR ? nc - j0 : ONNXC_SG_NR;
-        if (!trans) {
-            for (int64_t p = 0; p < kc; p++) {
-                const float *src = B + p * ldb + j0;
-                float *d = dst + p * ONNXC_SG_NR;
-                if (nr == ONNXC_SG_NR) {
-#pragma omp simd
-                    for (int j = 0; j < ONNXC_SG_NR; j++) d[j] = src[j];
-                } else {
-                    int64_t j = 0;
-                    for (; j < nr; j++) d[j] = src[j];
-                    for (; j < ONNXC_SG_NR; j++) d[j] = 0;
-                }
-            }
-        } else {
-            for (int64_t j = 0; j < ONNXC_SG_NR; j++) {
-                const float *src = B + (j0 + j) * ldb;
-                if (j < nr)
-                    for (int64_t p = 0; p < kc; p++) dst[p * ONNXC_SG_NR + j] = src[p];
-                else
-                    for (int64_t p = 0; p < kc; p++) dst[p * ONNXC_SG_NR + j] = 0;
-            }
-        }
-    }
-}
-
-/* One piece of a packed-B panel row (im2col): for lanes t in [q0, q1) of the 32, d[t] = s[t * sw] when
- * t is in [t0, t1), else 0; s is only read on [t0, t1) (its other addresses may lie outside the array). */
-static inline void onnxc_sg_panel_piece(float *restrict d, const float *s, int64_t sw, int q0, int q1, int t0,
-                                        int t1) {
-    if (t0 < q0) t0 = q0;
-    if (t1 > q1) t1 = q1;
-    if (t1 < t0) t1 = t0;
-#if defined(__AVX512F__)
-    const uint32_t keep = (uint32_t)(((uint64_t)1 << q1) - ((uint64_t)1 << q0));
-    const uint32_t load = (uint32_t)(((uint64_t)1 << t1) - ((uint64_t)1 << t0));
-    if (sw == 1) {
-        _mm512_mask_storeu_ps(d, (__mmask16)keep, _mm512_maskz_loadu_ps((__mmask16)load, s));
-        _mm512_mask_storeu_ps(d + 16, (__mmask16)(keep >> 16), _mm512_maskz_loadu_ps((__mmask16)(load >> 16), s + 16));
-    } else {
-        const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                               _mm512_set1_epi32((int)sw));
-        const __m512 z = _mm512_setzero_ps();
-        _mm512_mask_storeu_ps(d, (__mmask16)keep, _mm512_mask_i32gather_ps(z, (__mmask16)load, idx, s, 4));
-        _mm512_mask_storeu_ps(d + 16, (__mmask16)(keep >> 16),
-                              _mm512_mask_i32gather_ps(z, (__mmask16)(load >> 16), idx, s + 16 * sw, 4));
-    }
-#else
-    int t = q0;
-    for (; t < t0; t++) d[t] = 0;
-    for (; t < t1; t++) d[t] = s[t * sw];
-    for (; t < q1; t++) d[t] = 0;
-#endif
-}
+ONNXC_RT_API void onnxc_sg_pack_b(int trans, const float *B, int64_t ldb, int64_t kc, int64_t nc,
+                                   float *restrict dst);
 
 /* im2col of a chunk of output positions [j0, j0 + ncol) straight into packed B panels (KG rows of 32):
  * row k = (c, kd, kh, kw) of the column matrix of a 3-D convolution (2-D and 1-D with size-1 axes) on
  * the input planes x (Cg planes of ID x IH x IW) with kernel, strides, dilations and leading pads given
  * per axis; zeros where the window reads padding, and in the padding columns of the last panel. */
-static inline void onnxc_sg_im2col_packed(int threads, const float *x, int64_t ID, int64_t IH, int64_t IW,
+ONNXC_RT_API void onnxc_sg_im2col_packed(int threads, const float *x, int64_t ID, int64_t IH, int64_t IW,
                                           int64_t OH, int64_t OW, const int64_t *kdim, const int64_t *stride,
                                           const int64_t *dil, const int64_t *pad, int64_t KG, int64_t j0,
-                                          int64_t ncol, float *restrict colp) {
-    const int64_t KD = kdim[0], KH = kdim[1], KW = kdim[2], KK = KD * KH * KW, IP = ID * IH * IW;
-    const int64_t SD = stride[0], SH = stride[1], SW = stride[2], DD = dil[0], DH = dil[1], DW = dil[2];
-    const int64_t PD = pad[0], PH = pad[1], PW = pad[2], PS = KG * ONNXC_SG_NR; /* PS: panel stride */
-    const int64_t ncolp = (ncol + ONNXC_SG_NR - 1) / ONNXC_SG_NR * ONNXC_SG_NR;
-    const int64_t rfirst = j0 / OW, rlast = (j0 + ncol - 1) / OW;
-    const int nt = threads > 1 && KG * ncol >= (1 << 16) ? threads : 1;
-#pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)
-    for (int64_t k = 0; k < KG; k++) {
-        const int64_t c = k / KK, kk = k % KK;
-        const int64_t kd = kk / (KH * KW), kh = (kk / KW) % KH, kw = kk % KW;
-        const float *xc = x + c * IP;
-        float *dk = colp + k * ONNXC_SG_NR;
-        const int64_t woff = kw * DW - PW;
-        int64_t lo = woff >= 0 ? 0 : (-woff + SW - 1) / SW;
-        int64_t hi = IW - woff <= 0 ? 0 : (IW - woff + SW - 1) / SW;
-        if (hi > OW) hi = OW;
-        if (lo > hi) lo = hi;
-        int64_t od = rfirst / OH, oh = rfirst % OH, rb = rfirst * OW - j0;
-        for (int64_t r = rfirst; r <= rlast; r++, rb += OW, oh = oh + 1 == OH ? (od++, 0) : oh + 1) {
-            /* this row covers chunk columns [rb, re), valid (inside the input) on [vb, ve) */
-            const int64_t id = od * SD - PD + kd * DD, ih = oh * SH - PH + kh * DH;
-            const int inside = id >= 0 && id < ID && ih >= 0 && ih < IH;
-            const float *src = inside ? xc + (id * IH + ih) * IW + woff : xc;
-            const int64_t re = rb + OW < ncol ? rb + OW : ncol;
-            const int64_t vb = inside ? rb + lo : re, ve = inside ? rb + hi : re;
-            int64_t jb = rb > 0 ? rb : 0;
-            float *d = dk + jb / ONNXC_SG_NR * PS;
-            while (jb < re) {
-                const int64_t base = jb - jb % ONNXC_SG_NR, pe = base + ONNXC_SG_NR;
-                const int64_t t0 = vb - base, t1 = ve - base;
-                onnxc_sg_panel_piece(d, src + (base - rb) * SW, SW, (int)(jb - base), (int)((re < pe ? re : pe) - base),
-                                     (int)(t0 < 0 ? 0 : t0 > ONNXC_SG_NR ? ONNXC_SG_NR : t0),
-                                     (int)(t1 < 0 ? 0 : t1 > ONNXC_SG_NR ? ONNXC_SG_NR : t1));
-                d += PS;
-                jb = pe;
-            }
-        }
-        if (ncolp > ncol) /* zero columns past the chunk in its last panel */
-            onnxc_sg_panel_piece(dk + ncol / ONNXC_SG_NR * PS, xc, 1, (int)(ncol % ONNXC_SG_NR), ONNXC_SG_NR, 0, 0);
-    }
-}
+                                          int64_t ncol, float *restrict colp);
 
 /* Apply the epilogue to the mr x nr block of C at global position (i0, j0). */
-static inline void onnxc_sg_epilogue(const onnxc_sg_epi *e, float *c, int64_t ldc, int64_t i0, int64_t j0,
-                                     int64_t mr, int64_t nr) {
-    for (int64_t i = 0; i < mr; i++) {
-        float *restrict ci = c + i * ldc;
-        if (e->bias && e->bias_cols) {
-            const float *bb = e->bias + j0;
-#pragma omp simd
-            for (int64_t j = 0; j < nr; j++) ci[j] += bb[j];
-        } else if (e->bias) {
-            const float bv = e->bias[i0 + i];
-#pragma omp simd
-            for (int64_t j = 0; j < nr; j++) ci[j] += bv;
-        }
-        if (e->res) {
-            const float *r = e->res + (i0 + i) * e->ldr + j0;
-#pragma omp simd
-            for (int64_t j = 0; j < nr; j++) ci[j] += r[j];
-        }
-        if (e->act) onnxc_act_row_f(e->act, e->a, e->b, ci, nr);
-    }
-}
-
-/* Prefetch the residual rows of the mr x nr tile at (i0, j0) (when the epilogue has one), so the epilogue
- * that follows the tile's micro-kernel finds them in cache: its 12 rows are 12 streams far apart, which
- * the hardware prefetcher does not follow. */
-static inline void onnxc_sg_epi_prefetch(const onnxc_sg_epi *e, int64_t i0, int64_t j0, int mr, int nr) {
-    if (!e || !e->res) return;
-    for (int i = 0; i < mr; i++) {
-        const float *r = e->res + (i0 + i) * e->ldr + j0;
-        __builtin_prefetch(r);
-        if (nr > 16) __builtin_prefetch(r + 16);
-    }
-}
-
-/* One GEMM problem, as handed to the stripes. */
-typedef struct {
-    int64_t K;
-    float alpha, beta;
-    const float *A, *B;
-    int64_t lda, ldb;
-    int fa, fb;
-    float *C;
-    int64_t ldc;
-    const onnxc_sg_epi *epi;
-    int b_pre; /* B was packed before the call (weights, read from memory): see onnxc_sg_stripe */
-} onnxc_sg_job;
-
-/* Tile (i, j) of C (mr x nr) from the K slice of A and B micro-panels a and b; the epilogue after the
- * last slice. pf / pfs: the prefetch stream of onnxc_sg_micro_x (onnxc_sgemm_kern.h). */
-static inline void onnxc_sg_tile(const onnxc_sg_job *J, int64_t kc, const float *a, const float *b, int64_t i,
-                                 int64_t j, int mr, int nr, float beta, int last, const float *pf, int64_t pfs) {
-    float *c = J->C + i * J->ldc + j;
-    const onnxc_sg_epi *ek = last && onnxc_sg_epi_in_kernel(J->epi) ? J->epi : NULL;
-    if (last) onnxc_sg_epi_prefetch(J->epi, i, j + ONNXC_SG_NR, mr, nr);
-    onnxc_sg_micro_x(kc, a, b, c, J->ldc, mr, nr, J->alpha, beta, pf, pfs, ek, i, j);
-    if (last && J->epi && !ek) onnxc_sg_epilogue(J->epi, c, J->ldc, i, j, mr, nr);
-}
-
-/* Serial blocked GEMM on rows [m0, m1) x columns [n0, n1) of C (m0 a multiple of 12 when A is packed,
- * n0 a multiple of 32 when B is packed). Ab holds MC * KC floats, Bb KC * NC (NULL when packed).
- *
- * Inside a block the micro-kernel walks along the rows of C (one A micro-panel in L1, the B panels from
- * L2): C and the residual are then a dozen sequential streams the hardware prefetcher follows, which
- * matters when K is small and the outputs dominate (a 1x1 convolution on a large map). When B is
- * pre-packed (the weights, e.g. a small-map convolution), the walk goes down the columns instead, so
- * each weight panel read from memory serves all row panels at once.
- * Operands read from memory the first time (pre-packed weights) are requested ahead through the
- * micro-kernel's prefetch stream: the next A row panel while a row is computed, the next B panel while
- * a column is. */
-static inline void onnxc_sg_stripe(const onnxc_sg_job *J, int64_t m0, int64_t m1, int64_t n0, int64_t n1, float *Ab,
-                                   float *Bb) {
-    const int64_t K = J->K;
-    const int64_t MR = ONNXC_SG_MR, NR = ONNXC_SG_NR;
-    for (int64_t jc = n0; jc < n1; jc += ONNXC_SG_NC) {
-        const int64_t nc = n1 - jc < ONNXC_SG_NC ? n1 - jc : ONNXC_SG_NC, njr = (nc + NR - 1) / NR;
-        for (int64_t pc = 0; pc < K; pc += ONNXC_SG_KC) {
-            const int64_t kc = K - pc < ONNXC_SG_KC ? K - pc : ONNXC_SG_KC;
-            const float beta = pc == 0 ? J->beta : 1.0f;
-            const int last = pc + kc >= K;
-            const float *Bs;
-            int64_t bps; /* elements between B panels */
-            if (J->fb == ONNXC_SG_PACKED) {
-                Bs = J->B + (jc / NR) * K * NR + pc * NR;
-                bps = K * NR;
-            } else {
-                onnxc_sg_pack_b(J->fb, J->fb ? J->B + jc * J->ldb + pc : J->B + pc * J->ldb + jc, J->ldb, kc, nc, Bb);
-                Bs = Bb;
-                bps = kc * NR;
-            }
-            for (int64_t ic = m0; ic < m1; ic += ONNXC_SG_MC) {
-                const int64_t mc = m1 - ic < ONNXC_SG_MC ? m1 - ic : ONNXC_SG_MC, nir = (mc + MR - 1) / MR;
-                const float *As;
-                int64_t aps;
-                if (J->fa == ONNXC_SG_PACKED) {
-                    As = J->A + (ic / MR) * K * MR + pc * MR;
-                    aps = K * MR;
-                } else {
-                    onnxc_sg_pack_a(J->fa, J->fa ? J->A + pc * J->lda + ic : J->A + ic * J->lda + pc, J->lda, mc, kc,
-                                    Ab);
-                    As = Ab;
-                    aps = kc * MR;
-                }
-                if (!J->b_pre) {
-                    const int64_t pfs = (MR + njr - 1) / njr; /* the next A panel over this row's njr calls */
-                    for (int64_t ir = 0; ir < mc; ir += MR) {
-                        const int mr = mc - ir < MR ? (int)(mc - ir) : (int)MR;
-                        const float *pfa = NULL;
-                        if (J->fa == ONNXC_SG_PACKED) {
-                            if (ir + MR < mc) pfa = As + (ir / MR + 1) * aps;
-                            else if (ic + ONNXC_SG_MC < m1) pfa = As + nir * aps;
-                            else if (pc + kc < K) pfa = J->A + (m0 / MR) * K * MR + (pc + kc) * MR;
-                        }
-                        for (int64_t jr = 0; jr < nc; jr += NR) {
-                            const int nr = nc - jr < NR ? (int)(nc - jr) : (int)NR;
-                            onnxc_sg_tile(J, kc, As + (ir / MR) * aps, Bs + (jr / NR) * bps, ic + ir, jc + jr, mr, nr,
-                                          beta, last, pfa ? pfa + (jr / NR) * pfs * kc : NULL, pfs);
-                        }
-                    }
-                } else {
-                    const int64_t pfs = (NR + nir - 1) / nir; /* the next B panel over this column's nir calls */
-                    for (int64_t jr = 0; jr < nc; jr += NR) {
-                        const int nr = nc - jr < NR ? (int)(nc - jr) : (int)NR;
-                        const float *bp = Bs + (jr / NR) * bps, *pfb = NULL;
-                        if (ic == m0) { /* first use of these weight panels */
-                            if (jr + NR < nc) pfb = bp + bps;
-                            else if (pc + kc < K) pfb = J->B + (jc / NR) * K * NR + (pc + kc) * NR;
-                            else if (jc + nc < n1) pfb = J->B + ((jc + nc) / NR) * K * NR;
-                        }
-                        for (int64_t ir = 0; ir < mc; ir += MR) {
-                            const int mr = mc - ir < MR ? (int)(mc - ir) : (int)MR;
-                            onnxc_sg_tile(J, kc, As + (ir / MR) * aps, bp, ic + ir, jc + jr, mr, nr, beta, last,
-                                          pfb ? pfb + (ir / MR) * pfs * kc : NULL, pfs);
-                        }
-                    }
-                }
-            }
-        }
-    }
-}
-
-/* y[j] (j < N) = alpha * sum_p x[p * incx] Bp[p][j] + beta * y[j], Bp packed (K x N). */
-static inline void onnxc_sg_gemv_packed_b(int64_t N, int64_t K, float alpha, const float *x, int64_t incx,
-                                   const float *Bp, float beta, float *y) {
-    for (int64_t j0 = 0; j0 < N; j0 += ONNXC_SG_NR) {
-        const float *b = Bp + (j0 / ONNXC_SG_NR) * K * ONNXC_SG_NR;
-        float acc[ONNXC_SG_NR] = {0};
-        for (int64_t p = 0; p < K; p++) {
-            const float xp = x[p * incx];
-#pragma omp simd
-            for (int j = 0; j < ONNXC_SG_NR; j++) acc[j] += xp * b[p * ONNXC_SG_NR + j];
-        }
-        const int64_t n = N - j0 < ONNXC_SG_NR ? N - j0 : ONNXC_SG_NR;
-        for (int64_t j = 0; j < n; j++) y[j0 + j] = beta == 0 ? alpha * acc[j] : alpha * acc[j] + beta * y[j0 + j];
-    }
-}
-
-/* y[i * incy] (i < M) = alpha * sum_p Ap[i][p] x[p * incx] + beta * y[i * incy], Ap packed (M x K). */
-static inline void onnxc_sg_gemv_packed_a(int64_t M, int64_t K, float alpha, const float *Ap, const float *x,
-                                   int64_t incx, float beta, float *y, int64_t incy) {
-    for (int64_t i0 = 0; i0 < M; i0 += ONNXC_SG_MR) {
-        const float *a = Ap + (i0 / ONNXC_SG_MR) * K * ONNXC_SG_MR;
-        float acc[ONNXC_SG_MR] = {0};
-        for (int64_t p = 0; p < K; p++) {
-            const float xp = x[p * incx];
-#pragma omp simd
-            for (int i = 0; i < ONNXC_SG_MR; i++) acc[i] += a[p * ONNXC_SG_MR + i] * xp;
-        }
-        const int64_t m = M - i0 < ONNXC_SG_MR ? M - i0 : ONNXC_SG_MR;
-        for (int64_t i = 0; i < m; i++)
-            y[(i0 + i) * incy] = beta == 0 ? alpha * acc[i] : alpha * acc[i] + beta * y[(i0 + i) * incy];
-    }
-}
+ONNXC_RT_API void onnxc_sg_epilogue(const onnxc_sg_epi *e, float *c, int64_t ldc, int64_t i0, int64_t j0,
+                                     int64_t mr, int64_t nr);
 
 /* See the top of this file. */
-static inline int onnxc_sgemm_ex(int threads, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+ONNXC_RT_API int onnxc_sgemm_ex(int threads, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                           int fa, const float *B, int64_t ldb, int fb, float beta, float *C, int64_t ldc,
-                          const onnxc_sg_epi *epi) {
-    if (M <= 0 || N <= 0) return 0;
-    int status = 0;
-    const int b_pre = fb == ONNXC_SG_PACKED;
-    if (fb == ONNXC_SG_PACKED_B_HOT) fb = ONNXC_SG_PACKED;
-    if (K <= 0 || alpha == 0) {
-        onnxc_sxgemm_scale(M, N, beta, C, ldc);
-    } else if (M == 1 && fb == ONNXC_SG_PACKED) {
-        /* x = row 0 of op(A), whose elements are 1 apart (plain), lda apart (transposed) or 12 (packed) */
-        const int64_t incx = fa == ONNXC_SG_PACKED ? ONNXC_SG_MR : fa == ONNXC_SG_TRANS ? lda : 1;
-        onnxc_sg_gemv_packed_b(N, K, alpha, A, incx, B, beta, C);
-    } else if (N == 1 && fa == ONNXC_SG_PACKED) {
-        const int64_t incx = fb == ONNXC_SG_PACKED ? ONNXC_SG_NR : fb == ONNXC_SG_PLAIN ? ldb : 1;
-        onnxc_sg_gemv_packed_a(M, K, alpha, A, B, incx, beta, C, ldc);
-    } else if (fa != ONNXC_SG_PACKED && fb != ONNXC_SG_PACKED && M == 1) {
-        status = onnxc_sxgemm_row(threads, fb, N, K, alpha, A, fa ? lda : 1, B, ldb, beta, C, 1);
-    } else if (fa != ONNXC_SG_PACKED && fb != ONNXC_SG_PACKED && N == 1) {
-        status = onnxc_sxgemm_row(threads, !fa, M, K, alpha, B, fb ? 1 : ldb, A, lda, beta, C, ldc);
-    } else if (fa != ONNXC_SG_PACKED && fb != ONNXC_SG_PACKED &&
-               (double)M * (double)N * (double)K <= ONNXC_GEMM_SMALL) {
-        onnxc_sxgemm_small(fa, fb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-    } else {
-        onnxc_sg_job J = {K, alpha, beta, A, B, lda, ldb, fa, fb, C, ldc, epi, b_pre};
-        int nt = threads > 1 && (double)M * (double)N * (double)K >= ONNXC_GEMM_PAR_MIN ? threads : 1;
-        /* stripes of whole panels along N or M, whichever has more panels */
-        const int64_t nblk = (N + ONNXC_SG_NR - 1) / ONNXC_SG_NR, mblk = (M + ONNXC_SG_MR - 1) / ONNXC_SG_MR;
-        const int along_n = nblk >= mblk;
-        /* with threads, the operand all stripes share (B for stripes of rows, A for stripes of columns) is
-         * packed once, each thread packing some of its panels, instead of once per stripe */
-        const int share = nt > 1 && (along_n ? fa != ONNXC_SG_PACKED : fb != ONNXC_SG_PACKED);
-        const int64_t shared_n = !share ? 0 : along_n ? onnxc_sg_packed_a_size(M, K) : onnxc_sg_packed_b_size(K, N);
-        float *shared = share && shared_n <= ONNXC_SG_SHARED_MAX ? (float *)onnxc_alloc((size_t)shared_n * sizeof(float))
-                                                                : NULL;
-        if (shared && along_n) {
-            J.A = shared;
-            J.fa = ONNXC_SG_PACKED;
-        } else if (shared) {
-            J.B = shared;
-            J.fb = ONNXC_SG_PACKED;
-        }
-        const int64_t blocks = along_n ? nblk : mblk;
-        if (nt > blocks) nt = (int)blocks;
-        int64_t nch = nt > 1 ? (int64_t)nt * 4 : 1; /* a few stripes per thread, handed out dynamically */
-        if (nch > blocks / 2) nch = blocks / 2;
-        if (nch < nt) nch = nt;
-        const int64_t per = (blocks + nch - 1) / nch, unit = along_n ? ONNXC_SG_NR : ONNXC_SG_MR;
-        const int64_t lim = along_n ? N : M, kc = K < ONNXC_SG_KC ? K : ONNXC_SG_KC;
-        int64_t mcap = along_n ? M : per * ONNXC_SG_MR, ncap = along_n ? per * ONNXC_SG_NR : N;
-        mcap = mcap < ONNXC_SG_MC ? mcap : ONNXC_SG_MC;
-        ncap = ncap < ONNXC_SG_NC ? ncap : ONNXC_SG_NC;
-        mcap = (mcap + ONNXC_SG_MR - 1) / ONNXC_SG_MR * ONNXC_SG_MR;
-        ncap = (ncap + ONNXC_SG_NR - 1) / ONNXC_SG_NR * ONNXC_SG_NR;
-#pragma omp parallel num_threads(nt) if (nt > 1) reduction(| : status)
-        {
-            if (shared) { /* whole panels (K x 12 of A, K x 32 of B) in the layout of a pre-packed operand */
-#pragma omp for schedule(static)
-                for (int64_t q = 0; q < (along_n ? mblk : nblk); q++) {
-                    if (along_n) {
-                        const int64_t i0 = q * ONNXC_SG_MR;
-                        onnxc_sg_pack_a(fa, fa ? A + i0 : A + i0 * lda, lda, M - i0 < ONNXC_SG_MR ? M - i0 : ONNXC_SG_MR,
-                                        K, shared + i0 * K);
-                    } else {
-                        const int64_t j0 = q * ONNXC_SG_NR;
-                        onnxc_sg_pack_b(fb, fb ? B + j0 * ldb : B + j0, ldb, K, N - j0 < ONNXC_SG_NR ? N - j0 : ONNXC_SG_NR,
-                                        shared + j0 * K);
-                    }
-                }
-            }
-            float *Ab = J.fa == ONNXC_SG_PACKED ? NULL : (float *)onnxc_alloc((size_t)(mcap * kc) * sizeof(float));
-            float *Bb = J.fb == ONNXC_SG_PACKED ? NULL : (float *)onnxc_alloc((size_t)(ncap * kc) * sizeof(float));
-            const int ok = (Ab || J.fa == ONNXC_SG_PACKED) && (Bb || J.fb == ONNXC_SG_PACKED);
-            if (!ok) status |= ONNXC_ERR_MEMORY;
-#pragma omp for schedule(dynamic, 1)
-            for (int64_t s = 0; s < nch; s++) {
-                const int64_t lo = s * per * unit, hi = (s + 1) * per * unit < lim ? (s + 1) * per * unit : lim;
-                if (lo >= hi || !ok) continue;
-                if (along_n) onnxc_sg_stripe(&J, 0, M, lo, hi, Ab, Bb);
-                else onnxc_sg_stripe(&J, lo, hi, 0, N, Ab, Bb);
-            }
-            free(Ab);
-            free(Bb);
-        }
-        free(shared);
-        return status ? ONNXC_ERR_MEMORY : 0;
-    }
-    if (epi && !status) {
-        for (int64_t i = 0; i < M; i++) onnxc_sg_epilogue(epi, C + i * ldc, ldc, i, 0, 1, N);
-    }
-    return status;
-}
+                          const onnxc_sg_epi *epi);
 
 /* C = alpha * op(A) op(B) + beta * C (BLAS sgemm semantics, row-major). */
-static inline int onnxc_sgemm(int threads, int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,
+ONNXC_RT_API int onnxc_sgemm(int threads, int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,
                               const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
-                              int64_t ldc) {
-    return onnxc_sgemm_ex(threads, M, N, K, alpha, A, lda, transA ? ONNXC_SG_TRANS : ONNXC_SG_PLAIN, B, ldb,
-                          transB ? ONNXC_SG_TRANS : ONNXC_SG_PLAIN, beta, C, ldc, NULL);
-}
+                              int64_t ldc);
 
 /* The naive reference kernel, for tests. */
-static inline int onnxc_sgemm_ref(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,
+ONNXC_RT_API int onnxc_sgemm_ref(int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha,
                                   const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
-                                  int64_t ldc) {
-    return onnxc_sxgemm_ref(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-}
+                                  int64_t ldc);
 
 /* Convolution with stride 1 or 2 along W: Y (M x OP, OP = OD*OH*OW, leading dimension OP) =
  * act(A cols + bias + R) with A the packed filter (M x K) and column (od, oh, ow) of row k of cols being
@@ -506,150 +123,25 @@ static inline int onnxc_sgemm_ref(int transA, int transB, int64_t M, int64_t N, 
  * one fixed 32-float copy per segment and tap (each overwriting the previous one's overrun; no bounds
  * logic: the padding is in xp) into an L1-sized panel shared by all row panels of A. Threads split the
  * tiles of each K slice. */
-static inline int onnxc_sg_conv_rows(int threads, int64_t M, int64_t K, const float *Ap, const float *xp,
+ONNXC_RT_API int onnxc_sg_conv_rows(int threads, int64_t M, int64_t K, const float *Ap, const float *xp,
                                      const int64_t *koff, int64_t XH, int64_t XW, int64_t OD, int64_t OH,
                                      int64_t OW, int64_t SD, int64_t SH, int64_t SW, float *Y,
-                                     const onnxc_sg_epi *epi) {
-    const int64_t OP = OD * OH * OW, tiles = (OP + ONNXC_SG_NR - 1) / ONNXC_SG_NR;
-    if (M <= 0 || tiles <= 0) return 0;
-    const int nt = threads > 1 && (double)M * (double)K * (double)OP >= ONNXC_GEMM_PAR_MIN
-                       ? (tiles < threads ? (int)tiles : threads) : 1;
-    int status = 0;
-#pragma omp parallel num_threads(nt) if (nt > 1) reduction(| : status)
-    {
-        /* one panel of KC x 32, plus the overrun of the last row's copies */
-        float *bp = (float *)onnxc_alloc((size_t)(ONNXC_SG_KC + 1) * ONNXC_SG_NR * sizeof(float));
-        if (!bp) status |= ONNXC_ERR_MEMORY;
-        for (int64_t pc = 0; pc < K; pc += ONNXC_SG_KC) {
-            const int64_t kc = K - pc < ONNXC_SG_KC ? K - pc : ONNXC_SG_KC;
-            const int last = pc + kc >= K;
-            int first = 1;
-#pragma omp for schedule(static)
-            for (int64_t t = 0; t < tiles; t++) {
-                if (!bp) continue;
-                const int64_t j0 = t * ONNXC_SG_NR;
-                const int nr = OP - j0 < ONNXC_SG_NR ? (int)(OP - j0) : ONNXC_SG_NR;
-                int64_t so[ONNXC_SG_NR]; /* segment sources in xp (before koff) */
-                int dof[ONNXC_SG_NR], ns = 0;
-                for (int64_t j = j0; j < j0 + nr; ns++) {
-                    const int64_t r = j / OW, ow = j % OW, od = r / OH, oh = r % OH;
-                    so[ns] = (od * SD * XH + oh * SH) * XW + ow * SW;
-                    dof[ns] = (int)(j - j0);
-                    j += OW - ow;
-                }
-                for (int64_t p = 0; p < kc; p++) {
-                    const float *src = xp + koff[pc + p];
-                    float *d = bp + p * ONNXC_SG_NR;
-                    if (SW == 1) {
-                        for (int q = 0; q < ns; q++) {
-                            const float *sq = src + so[q];
-                            float *dq = d + dof[q];
-#pragma omp simd
-                            for (int l = 0; l < ONNXC_SG_NR; l++) dq[l] = sq[l];
-                        }
-                    } else {
-                        for (int q = 0; q < ns; q++) {
-                            const float *sq = src + so[q];
-                            float *dq = d + dof[q];
-#pragma omp simd
-                            for (int l = 0; l < ONNXC_SG_NR; l++) dq[l] = sq[2 * l];
-                        }
-                    }
-                }
-                float *y = Y + j0;
-                for (int64_t ir = 0; ir < M; ir += ONNXC_SG_MR) {
-                    const int mr = M - ir < ONNXC_SG_MR ? (int)(M - ir) : ONNXC_SG_MR;
-                    float *c = y + ir * OP;
-                    if (last) onnxc_sg_epi_prefetch(epi, ir, j0 + ONNXC_SG_NR, mr, nr);
-                    /* the thread's first tile of a slice reads the filter from memory: request the next panel */
-                    const float *pf = NULL;
-                    if (first) {
-                        if (ir + ONNXC_SG_MR < M) pf = Ap + (ir + ONNXC_SG_MR) * K + pc * ONNXC_SG_MR;
-                        else if (pc + kc < K) pf = Ap + (pc + kc) * ONNXC_SG_MR;
-                    }
-                    const onnxc_sg_epi *ek = last && onnxc_sg_epi_in_kernel(epi) ? epi : NULL;
-                    onnxc_sg_micro_x(kc, Ap + ir * K + pc * ONNXC_SG_MR, bp, c, OP, mr, nr, 1.0f,
-                                     pc == 0 ? 0.0f : 1.0f, pf, ONNXC_SG_MR, ek, ir, j0);
-                    if (last && epi && !ek) onnxc_sg_epilogue(epi, c, OP, ir, j0, mr, nr);
-                }
-                first = 0;
-            }
-        }
-        free(bp);
-    }
-    return status ? ONNXC_ERR_MEMORY : 0;
-}
+                                     const onnxc_sg_epi *epi);
 
 /* Zero-padded copy of Cg input planes (ID x IH x IW, leading pads PD, PH, PW) into planes of XD x XH x XW
  * (cropping what the convolution never reads), followed by ONNXC_SG_XSLACK zeros. */
-static inline void onnxc_sg_pad_input(const float *x, int64_t Cg, int64_t ID, int64_t IH, int64_t IW, int64_t PD,
-                                      int64_t PH, int64_t PW, int64_t XD, int64_t XH, int64_t XW, float *restrict xp) {
-    const int64_t w0 = PW > 0 ? PW : 0, s0 = PW > 0 ? 0 : -PW; /* first padded column written, its source */
-    int64_t wn = IW - s0 < XW - w0 ? IW - s0 : XW - w0;           /* columns copied per row */
-    if (wn < 0) wn = 0;
-    for (int64_t c = 0; c < Cg; c++) {
-        for (int64_t zd = 0; zd < XD; zd++) {
-            for (int64_t zh = 0; zh < XH; zh++) {
-                float *d = xp + ((c * XD + zd) * XH + zh) * XW;
-                const int64_t id = zd - PD, ih = zh - PH;
-                if (id < 0 || id >= ID || ih < 0 || ih >= IH || wn == 0) {
-                    memset(d, 0, (size_t)XW * sizeof(float));
-                    continue;
-                }
-                const float *src = x + ((c * ID + id) * IH + ih) * IW + s0;
-                for (int64_t w = 0; w < w0; w++) d[w] = 0;
-                memcpy(d + w0, src, (size_t)wn * sizeof(float));
-                for (int64_t w = w0 + wn; w < XW; w++) d[w] = 0;
-            }
-        }
-    }
-    memset(xp + Cg * XD * XH * XW, 0, ONNXC_SG_XSLACK * sizeof(float));
-}
+ONNXC_RT_API void onnxc_sg_pad_input(const float *x, int64_t Cg, int64_t ID, int64_t IH, int64_t IW, int64_t PD,
+                                      int64_t PH, int64_t PW, int64_t XD, int64_t XH, int64_t XW, float *restrict xp);
 
 /* onnxc_sg_pad_input with the columns of each padded row split by phase modulo SW: a row becomes SW runs of
  * XWs = ceil(XW / SW) floats (columns r, r + SW, r + 2 SW, ... in run r; pitch SW * XWs), so a strided
  * convolution reads the positions of a tap contiguously (column ow * SW + c is element ow + c / SW of run
  * c % SW) and onnxc_sg_conv_rows can run it with unit stride along W. SW == 1 is onnxc_sg_pad_input. */
-static inline void onnxc_sg_pad_input_phased(const float *x, int64_t Cg, int64_t ID, int64_t IH, int64_t IW,
+ONNXC_RT_API void onnxc_sg_pad_input_phased(const float *x, int64_t Cg, int64_t ID, int64_t IH, int64_t IW,
                                              int64_t PD, int64_t PH, int64_t PW, int64_t XD, int64_t XH, int64_t XW,
-                                             int64_t SW, float *restrict xp) {
-    if (SW <= 1) {
-        onnxc_sg_pad_input(x, Cg, ID, IH, IW, PD, PH, PW, XD, XH, XW, xp);
-        return;
-    }
-    const int64_t XWs = (XW + SW - 1) / SW, XWp = XWs * SW;
-    for (int64_t c = 0; c < Cg; c++) {
-        for (int64_t zd = 0; zd < XD; zd++) {
-            for (int64_t zh = 0; zh < XH; zh++) {
-                float *d = xp + ((c * XD + zd) * XH + zh) * XWp;
-                const int64_t id = zd - PD, ih = zh - PH;
-                if (id < 0 || id >= ID || ih < 0 || ih >= IH) {
-                    memset(d, 0, (size_t)XWp * sizeof(float));
-                    continue;
-                }
-                const float *src = x + ((c * ID + id) * IH + ih) * IW;
-                for (int64_t r = 0; r < SW; r++, d += XWs) {
-                    /* d[i] = padded column i * SW + r = input column i * SW + r - PW, when inside [0, IW) and XW */
-                    const int64_t off = r - PW;
-                    int64_t lo = off >= 0 ? 0 : (-off + SW - 1) / SW;
-                    int64_t hi = IW - off <= 0 ? 0 : (IW - off + SW - 1) / SW;
-                    const int64_t wmax = XW - r <= 0 ? 0 : (XW - r + SW - 1) / SW;
-                    if (hi > wmax) hi = wmax;
-                    if (lo > hi) lo = hi;
-                    const float *s = src + off;
-                    for (int64_t i = 0; i < lo; i++) d[i] = 0;
-                    if (SW == 2) {
-#pragma omp simd
-                        for (int64_t i = lo; i < hi; i++) d[i] = s[2 * i];
-                    } else {
-                        for (int64_t i = lo; i < hi; i++) d[i] = s[i * SW];
-                    }
-                    for (int64_t i = hi; i < XWs; i++) d[i] = 0;
-                }
-            }
-        }
-    }
-    memset(xp + Cg * XD * XH * XWp, 0, ONNXC_SG_XSLACK * sizeof(float));
-}
+                                             int64_t SW, float *restrict xp);
+
+/* The micro-kernel the library was built with: "avx512", "avx2", "neon" or "portable". */
+ONNXC_RT_API const char *onnxc_sgemm_isa(void);
 
 #endif /* ONNXC_SGEMM_H */

@@ -1,5 +1,5 @@
 /* onnxc_sgemm_kern.h: the float GEMM micro-kernels, one per instruction set, chosen by the compile target.
- * Included by onnxc_sgemm.h; not for direct inclusion.
+ * Included by the runtime's implementation files (onnxc_sgemm.c, onnxc_conv_implicit.c); not by models.
  *
  *   static inline void onnxc_sg_micro(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
  *                              int mr, int nr, float alpha, float beta);
@@ -27,8 +27,9 @@
  *   NEON (aarch64)    12x8 sub-tiles (24 q accumulators, fmla by lane)
  *   portable C        4x8 sub-tiles the compiler vectorizes
  */
-#define ONNXC_SG_MR 12
-#define ONNXC_SG_NR 32
+#ifndef ONNXC_SGEMM_KERN_H
+#define ONNXC_SGEMM_KERN_H
+#include "onnxc_sgemm.h"
 
 #if defined(__AVX512F__)
 #include <immintrin.h>
@@ -301,3 +302,5 @@ static inline int onnxc_sg_epi_in_kernel(const onnxc_sg_epi *e) {
     return 0;
 }
 #endif
+
+#endif /* ONNXC_SGEMM_KERN_H */

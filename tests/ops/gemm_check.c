@@ -189,7 +189,7 @@ static int pack(int64_t M, int64_t K, int64_t N) {
 
 int main(int argc, char **argv) {
     if (argc == 5 && !strcmp(argv[1], "pack")) return pack(atoll(argv[2]), atoll(argv[3]), atoll(argv[4]));
-    printf("isa %s\n", ONNXC_SG_ISA);
+    printf("isa %s\n", onnxc_sgemm_isa());
     int bad = run(argc > 2 ? atof(argv[2]) : 3e6);
     printf(bad ? "FAIL\n" : "OK\n");
     return bad;

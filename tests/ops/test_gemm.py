@@ -16,6 +16,7 @@ from onnx import helper
 
 import onnxc
 from onnxc.codegen.compiler import default_cc, has_openmp, runtime_dir
+from onnxc.codegen.runtime_lib import sources_for
 from onnxc.codegen.kernels.gemm_layout import MR, NR, pack_a, pack_b, packed_a_size, packed_b_size
 
 from .util import check_node, node_model, random_array, reference
@@ -36,7 +37,8 @@ def _cpu_flags() -> set[str]:
 def _build(tmp_path: Path, flags: list[str], cc: str | None = None) -> Path:
     cc = cc or default_cc()
     exe = tmp_path / "gemm_check"
-    cmd = [cc, "-std=gnu11", "-O2", *flags, "-I", str(runtime_dir()), str(CHECK_C), "-o", str(exe), "-lm"]
+    srcs = [str(CHECK_C), *map(str, sources_for(CHECK_C.read_text()))]
+    cmd = [cc, "-std=gnu11", "-O2", *flags, "-I", str(runtime_dir()), *srcs, "-o", str(exe), "-lm"]
     if cc == default_cc() and has_openmp(cc):
         cmd.insert(1, "-fopenmp")
     subprocess.run(cmd, check=True, capture_output=True, text=True)

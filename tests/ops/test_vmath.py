@@ -14,7 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from onnxc.codegen.compiler import CompilerConfig, compile_shared
+from onnxc.codegen.compiler import CompilerConfig
+from onnxc.codegen.runtime_lib import compile_with_runtime
 
 # max ulp error each function must stay within (over all 2^32 floats: exp 1.010, log 0.827, tanh 1.509,
 # erf 1.028, sigmoid 1.967; runtime_c/onnxc_vmath.h)
@@ -49,7 +50,7 @@ float v_maxrow(const float *x, long n) { return onnxc_vm_max_f32(x, n); }
 def lib():
     d = Path(tempfile.mkdtemp(prefix="onnxc-vmath-"))
     (d / "vm.c").write_text(SRC)
-    compile_shared(d / "vm.c", d / "vm.so", CompilerConfig())
+    compile_with_runtime(d / "vm.c", d / "vm.so", CompilerConfig())
     return ctypes.CDLL(str(d / "vm.so"))
 
 

@@ -1,0 +1,202 @@
+"""The runtime library: the reusable kernels of runtime_c/*.c compiled once into a static archive.
+
+A model's translation unit holds only its own code (schedule, shape code, fused loops) and calls the
+runtime through the declarations in runtime_c/*.h; its shared library links ``libonnxc_rt.a``
+statically (the linker takes only the objects it needs). The archive is built the first time a
+(compiler, compiler version, flags, runtime sources) combination is needed, its objects compiled in
+parallel, and cached under ``<cache>/runtime/<key>/``: every later model reuses it.
+
+Runtime functions are declared ``ONNXC_RT_API`` (hidden visibility, runtime_c/onnxc.h), so they are
+local to each model library: two models or AOT artifacts in one process never clash.
+
+``sources_for(text)`` lists the runtime sources a piece of C needs (its ``#include "..."`` closure:
+every runtime header it reaches that has a ``.c`` beside it, and what those include), for the
+artifact folders of ``onnxc build --emit-c`` and for tests that compile C programs directly.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from functools import lru_cache
+from pathlib import Path
+
+from onnxc.ir import CompileError
+
+from .compiler import CompilerConfig, compile_shared, compiler_version, has_openmp, runtime_dir
+
+FORMAT_VERSION = "1"
+ARCHIVE = "libonnxc_rt.a"
+_INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+
+
+def runtime_sources() -> list[Path]:
+    """Every runtime source file (runtime_c/*.c)."""
+    return sorted(runtime_dir().glob("*.c"))
+
+
+@lru_cache(maxsize=1)
+def runtime_digest() -> str:
+    """sha256 over the names and contents of the shipped runtime sources and headers."""
+    h = hashlib.sha256()
+    for p in sorted(runtime_dir().glob("*.[ch]")):
+        h.update(p.name.encode())
+        h.update(b"\0")
+        h.update(p.read_bytes())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def object_command(cfg: CompilerConfig, src: Path, out: Path, flags: tuple[str, ...] | None = None) -> list[str]:
+    """The command compiling one runtime source into a position-independent object."""
+    cmd = [*shlex.split(cfg.cc), "-std=gnu11", *(cfg.flags if flags is None else flags), "-fPIC",
+           "-fno-strict-aliasing", "-I", str(runtime_dir())]
+    if cfg.openmp and has_openmp(cfg.cc):
+        cmd.append("-fopenmp")
+    return [*cmd, "-c", str(src), "-o", str(out)]
+
+
+def archiver(cc: str) -> str:
+    """The ``ar`` that goes with the compiler (``cc -print-prog-name=ar``, else ``ar`` on PATH)."""
+    try:
+        r = subprocess.run([*shlex.split(cc), "-print-prog-name=ar"], capture_output=True, text=True, timeout=30)
+        name = r.stdout.strip()
+        if r.returncode == 0 and name and (os.path.isabs(name) and os.access(name, os.X_OK) or shutil.which(name)):
+            return name
+    except (OSError, subprocess.SubprocessError):
+        pass
+    found = shutil.which("ar") or shutil.which("llvm-ar")
+    if not found:
+        raise CompileError("no archiver found to build the onnxc runtime library: install binutils (ar)")
+    return found
+
+
+def archive_key(cfg: CompilerConfig, flags: tuple[str, ...] | None = None) -> str:
+    h = hashlib.sha256()
+    cmd = object_command(cfg, Path("x.c"), Path("x.o"), flags)
+    for part in (FORMAT_VERSION, runtime_digest(), shlex.join(cmd), compiler_version(cfg.cc)):
+        h.update(part.encode("utf-8", "surrogateescape"))
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def _fail_on_compile() -> bool:
+    return os.environ.get("ONNXC_FAIL_ON_COMPILE", "") not in ("", "0", "false", "False")
+
+
+def _compile_one(cmd: list[str]) -> str | None:
+    """Run one compile; the compiler's message on failure, else None."""
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
+    except (OSError, subprocess.SubprocessError) as e:
+        return f"could not run the C compiler ({shlex.join(cmd)}): {e}"
+    if r.returncode != 0:
+        msg = (r.stderr or r.stdout).strip()
+        return f"({shlex.join(cmd)}):\n{msg[:4000]}"
+    return None
+
+
+def build_archive(cfg: CompilerConfig, out: Path, flags: tuple[str, ...] | None = None,
+                  jobs: int | None = None) -> Path:
+    """Compile every runtime source (``jobs`` at once, default: all cores) and archive the objects
+    into ``out``. Raises CompileError with the compiler's message."""
+    srcs = runtime_sources()
+    with tempfile.TemporaryDirectory(prefix="onnxc-rt-") as tmp:
+        objs = [Path(tmp) / (s.stem + ".o") for s in srcs]
+        cmds = [object_command(cfg, s, o, flags) for s, o in zip(srcs, objs)]
+        # longest sources first: the slowest compile starts at once
+        order = sorted(range(len(cmds)), key=lambda i: -srcs[i].stat().st_size)
+        with ThreadPoolExecutor(max_workers=max(1, jobs or os.cpu_count() or 1)) as pool:
+            errors = [e for e in pool.map(lambda i: _compile_one(cmds[i]), order) if e]
+        if errors:
+            raise CompileError("building the onnxc runtime library failed " + errors[0])
+        ar = archiver(cfg.cc)
+        tmp_out = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+        r = subprocess.run([ar, "rcs", str(tmp_out), *map(str, objs)], capture_output=True, text=True)
+        if r.returncode != 0:
+            raise CompileError(f"archiving the onnxc runtime library failed ({ar}): {(r.stderr or r.stdout).strip()}")
+        os.replace(tmp_out, out)
+    return out
+
+
+def runtime_archive(cfg: CompilerConfig, cache: str | os.PathLike | None = None,
+                    flags: tuple[str, ...] | None = None) -> Path:
+    """The runtime archive for ``cfg`` (and ``flags``, default ``cfg.flags``), built on first use.
+
+    Concurrent processes wait on a per-key lock, so the archive is built once; a progress line goes to
+    stderr while it is built. ``ONNXC_FAIL_ON_COMPILE=1`` makes a missing archive an error."""
+    from .cache import cache_dir
+    from .cache_prune import touch
+
+    key = archive_key(cfg, flags)
+    folder = cache_dir(cache) / "runtime" / key[:24]
+    final = folder / ARCHIVE
+    if final.exists():
+        touch(folder)
+        return final
+    if _fail_on_compile():
+        raise CompileError(f"the runtime library must be built (cache miss for key {key[:16]}) but "
+                           "ONNXC_FAIL_ON_COMPILE is set")
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / "build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            if final.exists():
+                return final
+            t0 = time.perf_counter()
+            print(f"onnxc: building the runtime library for this compiler and target, once "
+                  f"({len(runtime_sources())} sources, {os.cpu_count() or 1} jobs)...", file=sys.stderr, flush=True)
+            build_archive(cfg, final, flags)
+            print(f"onnxc: runtime library built in {time.perf_counter() - t0:.1f} s ({folder})",
+                  file=sys.stderr, flush=True)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+    return final
+
+
+def compile_with_runtime(src: Path, out: Path, cfg: CompilerConfig, cache: str | os.PathLike | None = None) -> None:
+    """Compile ``src`` into the shared library ``out`` linked with the runtime library (for C that calls
+    runtime functions outside a model: benchmarks and tests)."""
+    compile_shared(src, out, cfg, (runtime_archive(cfg, cache),))
+
+
+def _includes(path: Path) -> list[str]:
+    try:
+        return _INCLUDE.findall(path.read_text(errors="replace"))
+    except OSError:
+        return []
+
+
+def runtime_files_for(text: str) -> tuple[list[Path], list[Path]]:
+    """(headers, sources) of the runtime that C ``text`` needs: the runtime headers its quoted
+    includes reach, transitively, and for each a ``.c`` of the same name when there is one (whose
+    own includes are followed too)."""
+    rt = runtime_dir()
+    headers: set[str] = set()
+    sources: set[str] = set()
+    todo = list(_INCLUDE.findall(text))
+    while todo:
+        name = todo.pop()
+        if name in headers or not (rt / name).is_file():
+            continue
+        headers.add(name)
+        todo.extend(_includes(rt / name))
+        c = Path(name).with_suffix(".c").name
+        if c not in sources and (rt / c).is_file():
+            sources.add(c)
+            todo.extend(_includes(rt / c))
+    return [rt / h for h in sorted(headers)], [rt / s for s in sorted(sources)]
+
+
+def sources_for(text: str) -> list[Path]:
+    """The runtime sources (runtime_c/*.c) that C ``text`` needs; see runtime_files_for."""
+    return runtime_files_for(text)[1]
