@@ -16,8 +16,8 @@ from onnx import helper
 
 import onnxc
 from onnxc.codegen.compiler import default_cc, has_openmp, runtime_dir
-from onnxc.codegen.runtime_lib import sources_for
 from onnxc.codegen.kernels.gemm_layout import MR, NR, pack_a, pack_b, packed_a_size, packed_b_size
+from onnxc.codegen.runtime_lib import sources_for
 
 from .util import check_node, node_model, random_array, reference
 
