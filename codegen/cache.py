@@ -23,7 +23,8 @@ from pathlib import Path
 from onnxc.ir import CompileError
 
 from .cache_prune import prune, touch
-from .compiler import CompilerConfig, compile_shared, compiler_version
+from .compiler import CompilerConfig, compile_units, compiler_version
+from .emit import split_units
 from .runtime_lib import archive_key, runtime_archive
 
 FORMAT_VERSION = "2"
@@ -69,10 +70,12 @@ def build_cached(source: str, cfg: CompilerConfig, cache: str | os.PathLike | No
                 return final
             stats["misses"] += 1
             with tempfile.TemporaryDirectory(dir=final.parent, prefix=f".{key[:8]}-") as tmp:
-                src = Path(tmp) / "model.c"
-                src.write_text(source)
+                srcs = []
+                for i, text in enumerate(split_units(source)):
+                    srcs.append(Path(tmp) / (f"model_{i}.c" if i else "model.c"))
+                    srcs[-1].write_text(text)
                 out = Path(tmp) / "model.so"
-                compile_shared(src, out, cfg, (archive,))
+                compile_units(srcs, out, cfg, (archive,))
                 (final.parent / f"{key}.c").write_text(source)
                 os.replace(out, final)
         finally:

@@ -7,6 +7,7 @@ import shlex
 import shutil
 import subprocess
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
@@ -31,6 +32,21 @@ class CompilerConfig:
     cc: str = field(default_factory=default_cc)
     flags: tuple[str, ...] = ("-O3", "-march=native")
     openmp: bool = True
+
+    def object_command(self, src: Path, out: Path) -> list[str]:
+        """Compile ``src`` into the position-independent object ``out``."""
+        cmd = [*shlex.split(self.cc), "-std=gnu11", *self.flags, "-fPIC", "-fno-strict-aliasing",
+               "-I", str(runtime_dir())]
+        if self.openmp and has_openmp(self.cc):
+            cmd.append("-fopenmp")
+        return [*cmd, "-c", "-o", str(out), str(src)]
+
+    def link_command(self, objs: list[Path], out: Path, libs: tuple[Path, ...] = ()) -> list[str]:
+        """Link objects and static archives into the shared library ``out``."""
+        cmd = [*shlex.split(self.cc), *self.flags, "-fPIC", "-shared"]
+        if self.openmp and has_openmp(self.cc):
+            cmd.append("-fopenmp")
+        return [*cmd, "-o", str(out), *map(str, objs), *map(str, libs), "-lm"]
 
     def command(self, src: Path, out: Path, libs: tuple[Path, ...] = ()) -> list[str]:
         """Compile ``src`` into the shared library ``out``, linking the static archives ``libs`` (the
@@ -67,7 +83,24 @@ def has_openmp(cc: str) -> bool:
 def compile_shared(src: Path, out: Path, cfg: CompilerConfig, libs: tuple[Path, ...] = ()) -> None:
     """Compile ``src`` into the shared library ``out`` (linking ``libs``); CompileError carries the
     compiler's message."""
-    cmd = cfg.command(src, out, libs)
+    run_compiler(cfg.command(src, out, libs))
+
+
+def compile_units(srcs: list[Path], out: Path, cfg: CompilerConfig, libs: tuple[Path, ...] = (),
+                  jobs: int | None = None) -> None:
+    """Compile several translation units at once (``jobs``, default: all cores) and link them, with
+    ``libs``, into the shared library ``out``. One unit is compiled and linked in one command."""
+    if len(srcs) == 1:
+        compile_shared(srcs[0], out, cfg, libs)
+        return
+    objs = [s.with_suffix(".o") for s in srcs]
+    with ThreadPoolExecutor(max_workers=max(1, min(len(srcs), jobs or os.cpu_count() or 1))) as pool:
+        list(pool.map(lambda so: run_compiler(cfg.object_command(*so)), zip(srcs, objs)))
+    run_compiler(cfg.link_command(objs, out, libs))
+
+
+def run_compiler(cmd: list[str]) -> None:
+    """Run one compiler command; CompileError carries the compiler's message."""
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
     except (OSError, subprocess.SubprocessError) as e:

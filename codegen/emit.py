@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import re
+
 from onnxc.ir import Dim
 from onnxc.ir.dims import Expr, free_symbols
 
+from .kernels.base import WHO
 from .lower import Buffer, Program
 from .memory_plan import Slot, static_plan
 from .templating import c_string, render
@@ -66,18 +69,66 @@ def _input_checks(p: Program, prefix: str) -> list[str]:
 _PREFIX = "onnxc_model"
 
 
-def emit_c(p: Program, prefix: str = _PREFIX, profile: bool = False) -> str:
+def emit_c(p: Program, prefix: str = _PREFIX, profile: bool = False, units: int = 1) -> str:
     """The complete C source of the model: exported ``<prefix>_run`` and ``<prefix>_free``.
 
     ``profile``: time every step with a monotonic clock into per-step sums, exported as
     ``<prefix>_profile(double *out, int n)``, ``<prefix>_profile_name(i)`` and ``<prefix>_profile_reset()``
-    (read by ``onnxc.profile``). Off, the source is exactly the unprofiled one."""
+    (read by ``onnxc.profile``). Off, the source is exactly the unprofiled one.
+    ``units`` > 1 spreads the kernels over up to that many translation units, to be compiled in
+    parallel: the text then holds the units one after the other, separated by UNIT_MARK lines
+    (``split_units`` takes them apart); models with little kernel code stay one unit."""
     helpers = dict(p.helpers)
     if any(p.is_dynamic(b) for b in p.buffers.values()):
         helpers.setdefault("onnxc_shape", '#include "onnxc_shape.h"')
     helpers.setdefault("onnxc_value", '#include "onnxc_value.h"')  # the ABI's value_free needs it
-    return render("model.c.j2", standalone=True, helpers=list(helpers.values()), subprograms=p.subprograms,
-                  **_program_values(p, prefix, profile))
+    helpers = list(helpers.values())
+    if units > 1:
+        unique = _unique_kernels(p, _kernel_names(p), "static", "")
+        units = max(1, min(units, sum((st["body"] or "").count("\n") for st in unique) // UNIT_MIN_LINES))
+    values = _program_values(p, prefix, profile, extern=units > 1)
+    if units == 1:
+        return render("model.c.j2", standalone=True, helpers=helpers, subprograms=p.subprograms, declarations=[],
+                      units=1, **values)
+    bins = _spread(values["steps"], units, len(values["run"]))
+    steps = values.pop("steps")
+    main = [st if i in bins[0] else {**st, "body": None, "shape_body": None} for i, st in enumerate(steps)]
+    decls = [_prototype(st, shape) for i, st in enumerate(steps) if i not in bins[0]
+             for shape in (True, False) if (st["shape_body"] if shape else st["body"]) is not None]
+    texts = [render("model.c.j2", standalone=True, helpers=helpers, subprograms=p.subprograms, declarations=decls,
+                    units=len(bins), steps=main, **values)]
+    for u, b in enumerate(bins[1:], start=2):
+        texts.append(render("model_unit.c.j2", unit=u, units=len(bins), helpers=helpers,
+                            steps=[steps[i] for i in sorted(b)]))
+    return UNIT_MARK.join(texts)
+
+
+UNIT_MARK = "\n/* ==== onnxc: next translation unit ==== */\n"
+UNIT_MIN_LINES = 400  # kernel lines per unit, at least: below that, a unit's fixed cost (headers) dominates
+
+
+def split_units(source: str) -> list[str]:
+    """The translation units of a source from emit_c."""
+    return source.split(UNIT_MARK)
+
+
+def _spread(steps: list[dict], units: int, main_lines: int) -> list[set[int]]:
+    """Step indices per unit, the largest kernels first onto the least loaded unit (unit 0 starts with
+    the run function's lines); empty units are dropped."""
+    load = [main_lines] + [0] * (units - 1)
+    bins: list[set[int]] = [set() for _ in range(units)]
+    size = {i: (st["body"] or "").count("\n") + (st["shape_body"] or "").count("\n") for i, st in enumerate(steps)}
+    for i in sorted((i for i in size if size[i]), key=lambda i: -size[i]):
+        u = min(range(units), key=lambda k: load[k])
+        bins[u].add(i)
+        load[u] += size[i]
+    return [bins[0]] + [b for b in bins[1:] if b]
+
+
+def _prototype(st: dict, shape: bool) -> str:
+    if shape:
+        return f"{st['linkage']} int {st['shape_name']}(onnxc_rt *rt, int64_t *D{''.join(', ' + q for q in st['shape_params'])});"
+    return f"{st['linkage']} int {st['name']}(onnxc_rt *rt, const int64_t *D{''.join(', ' + q for q in st['params'])});"
 
 
 def emit_subprogram(p: Program, prefix: str) -> str:
@@ -86,10 +137,15 @@ def emit_subprogram(p: Program, prefix: str) -> str:
     p.helpers.setdefault("onnxc_value", '#include "onnxc_value.h"')
     if any(p.is_dynamic(b) for b in p.buffers.values()):
         p.helpers.setdefault("onnxc_shape", '#include "onnxc_shape.h"')
-    return render("model.c.j2", standalone=False, helpers=[], subprograms=[], **_program_values(p, prefix))
+    return render("model.c.j2", standalone=False, helpers=[], subprograms=[], declarations=[], units=1,
+                  **_program_values(p, prefix))
 
 
-def _program_values(p: Program, prefix: str, profile: bool = False) -> dict:
+def _program_values(p: Program, prefix: str, profile: bool = False, extern: bool = False) -> dict:
+    """What model.c.j2 renders of a program. ``extern``: kernels get external (hidden) linkage and
+    names prefixed with ``prefix``, to be defined in other translation units."""
+    pre = f"{prefix}_" if extern else ""
+    names = _kernel_names(p, pre)
     temps = []
     dynamic = []  # buffers allocated at run time: after their producer's shape function, or by it
     for b in p.buffers.values():
@@ -114,21 +170,18 @@ def _program_values(p: Program, prefix: str, profile: bool = False) -> dict:
                         "free": "onnxc_value_free" if b.is_value else "free",
                         "dims": [p.dim_c(d) for d in shape], "nbytes": "" if b.is_value else _nbytes(p, b)})
     prof: list[str] | None = [] if profile else None  # descriptions of the profiled steps, in order
-    steps = [{"fn": st.fn, "params": st.params, "body": None if st.body is None else _indent(st.body),
-              "shape_params": [d for d, _ in st.in_params],
-              "shape_body": None if st.shape_body is None else _indent(st.shape_body),
-              "comment": _comment(st.node)} for st in p.steps]
+    steps = _unique_kernels(p, names, "ONNXC_RT_API" if extern else "static", pre)
     return dict(prefix=prefix, steps=steps,
                 input_names=[c_string(n) for n, _ in p.inputs],
                 dim_names=[c_string(n) for n in p.dimvars], ndim_alloc=max(1, len(p.dimvars)),
                 input_checks=_input_checks(p, prefix), outputs=outputs, temps=temps,
-                run=_run_lines(p, dynamic, prof, prefix), profile=None if prof is None else [c_string(n) for n in prof],
+                run=_run_lines(p, dynamic, names, prof, prefix), profile=None if prof is None else [c_string(n) for n in prof],
                 dynamic=[{"id": b.id, "ctype": b.ctype, "free": "onnxc_value_free" if b.is_value else "free"}
                          for b in dynamic if b.kind == "temp"],
                 arena_bytes=arena_bytes)
 
 
-def _run_lines(p: Program, dynamic: list[Buffer], prof: list[str] | None = None,
+def _run_lines(p: Program, dynamic: list[Buffer], canon: dict[str, str], prof: list[str] | None = None,
                prefix: str = _PREFIX) -> list[str]:
     """The body of the run function after setup: per step its shape function, the allocation of the
     dynamic buffers it produces, the kernel call, and the release of dynamic temps read for the last time.
@@ -138,7 +191,8 @@ def _run_lines(p: Program, dynamic: list[Buffer], prof: list[str] | None = None,
         start = len(lines)
         if st.shape_body is not None:
             args = "".join(", " + _ptr(p, p.buffers[bid], False) for _, bid in st.in_params)
-            lines.append(f"if ((st = {st.fn}_shape(rt, D{args}))) goto done;")
+            args += f", {c_string(st.node)}" if _uses_who(st.shape_body) else ""
+            lines.append(f"if ((st = {canon.get(st.fn + '_shape', st.fn + '_shape')}(rt, D{args}))) goto done;")
         for b in dynamic:
             if b.first != si or b.owned:
                 continue
@@ -149,10 +203,11 @@ def _run_lines(p: Program, dynamic: list[Buffer], prof: list[str] | None = None,
             lines.append(f"  if (!{dst}) {{ st = onnxc_alloc_fail(rt, {c_string(_comment(st.node))}, "
                          f"{len(b.shape)}, dims_); goto done; }} }}")
         if st.body is not None and st.allocs is not None:
-            lines.extend(_allocating_call(p, st))
+            lines.extend(_allocating_call(p, st, canon[st.fn]))
         elif st.body is not None:
             args = "".join(", " + _ptr(p, p.buffers[bid], out) for bid, out in st.args)
-            lines.append(f"if ((st = {st.fn}(rt, D{args}))) goto done;")
+            args += f", {c_string(st.node)}" if _uses_who(st.body) else ""
+            lines.append(f"if ((st = {canon[st.fn]}(rt, D{args}))) goto done;")
         if prof is not None and len(lines) > start:
             lines.insert(start, f"prof_t_ = {prefix}_prof_now();")
             lines.append(f"{prefix}_prof_sec[{len(prof)}] += {prefix}_prof_now() - prof_t_;")
@@ -163,14 +218,16 @@ def _run_lines(p: Program, dynamic: list[Buffer], prof: list[str] | None = None,
     return lines
 
 
-def _allocating_call(p: Program, st) -> list[str]:
-    """Call a kernel that allocates its outputs, take them over, read back and check their dims."""
+def _allocating_call(p: Program, st, fn: str) -> list[str]:
+    """Call a kernel that allocates its outputs (``fn``: the emitted function with its C), take them
+    over, read back and check their dims."""
     n = len(st.allocs)
     args = "".join(", " + _ptr(p, p.buffers[bid], False) for bid, out in st.args if not out)
     args += "".join(f", &o_[{i}]" for i in range(n))
+    args += f", {c_string(st.node)}" if _uses_who(st.body) else ""
     what = c_string(_comment(st.node))
     lines = [f"{{ onnxc_tensor o_[{n}]; memset(o_, 0, sizeof o_);",
-             f"  if ((st = {st.fn}(rt, D{args}))) goto done;"]
+             f"  if ((st = {fn}(rt, D{args}))) goto done;"]
     for i, a in enumerate(st.allocs):
         b = p.buffers[a.buffer]
         dst = f"out[{b.index}].data" if b.kind == "output" else f"b{b.id}"
@@ -191,6 +248,49 @@ def _allocating_call(p: Program, st) -> list[str]:
                          f"(long long)o_[{i}].dims[{ax}], (long long)({expr})); goto done; }}")
     lines.append("}")
     return lines
+
+
+def _uses_who(body: str | None) -> bool:
+    """Whether kernel C reads the node's name through its ``who_`` parameter (KernelCtx.who)."""
+    return body is not None and re.search(rf"\b{WHO}\b", body) is not None
+
+
+def _signature(params: list[str], body: str | None) -> list[str]:
+    return [*params, f"const char *{WHO}"] if _uses_who(body) else list(params)
+
+
+def _kernel_names(p: Program, pre: str = "") -> dict[str, str]:
+    """Kernel (``fn``) and shape function (``fn_shape``) name -> the name of the emitted function: that
+    of the first one with the same parameters and C, so identical nodes (the layers of a transformer,
+    repeated blocks of a CNN) share one function that the C compiler compiles once. Node names reach
+    the C through ``who_`` only, never the body. ``pre`` is put before every name."""
+    first: dict[tuple, str] = {}
+    names: dict[str, str] = {}
+    for st in p.steps:
+        if st.shape_body is not None:
+            params = [d for d, _ in st.in_params]
+            key = ("shape", tuple(_signature(params, st.shape_body)), st.shape_body)
+            names[st.fn + "_shape"] = first.setdefault(key, pre + st.fn + "_shape")
+        if st.body is not None:
+            key = ("kernel", tuple(_signature(st.params, st.body)), st.body)
+            names[st.fn] = first.setdefault(key, pre + st.fn)
+    return names
+
+
+def _unique_kernels(p: Program, names: dict[str, str], linkage: str, pre: str) -> list[dict]:
+    """What model.c.j2 renders per step: each distinct kernel and shape function once (bodies of
+    the others None). ``pre``: the prefix _kernel_names put before the names."""
+    steps = []
+    for st in p.steps:
+        shape = st.shape_body is not None and names[st.fn + "_shape"] == pre + st.fn + "_shape"
+        kern = st.body is not None and names[st.fn] == pre + st.fn
+        steps.append({"name": names.get(st.fn, st.fn), "shape_name": names.get(st.fn + "_shape", ""),
+                      "linkage": linkage, "params": _signature(st.params, st.body),
+                      "body": _indent(st.body) if kern else None,
+                      "shape_params": _signature([d for d, _ in st.in_params], st.shape_body),
+                      "shape_body": _indent(st.shape_body) if shape else None,
+                      "comment": _comment(st.node)})
+    return steps
 
 
 def _static_size(b: Buffer) -> int:

@@ -261,6 +261,9 @@ def lower_model(model, threads: int | None = None, check_ir: bool | None = None,
     return m, program, nthreads, {"load": t1 - t0, "passes": t2 - t1, "lower": time.perf_counter() - t2}
 
 
+MAX_UNITS = 4  # translation units a large model's C is spread over, compiled in parallel (codegen/emit.py)
+
+
 def compiler_config(cc: str | None = None, flags: tuple[str, ...] | None = None) -> CompilerConfig:
     cfg = CompilerConfig()
     if cc is not None:
@@ -309,7 +312,7 @@ def compile(model, *, threads: int | None = None, cache_dir: str | os.PathLike |
 
     def recompute() -> tuple[Model, Program, str]:
         m, program, _, _ = lower_model(model, nthreads, check_ir)
-        return m, program, emit_c(program, profile=profile)
+        return m, program, emit_c(program, profile=profile, units=MAX_UNITS)
 
     base_dir = os.path.dirname(os.path.abspath(model)) if isinstance(model, (str, os.PathLike)) else None
     if key is not None:
@@ -333,7 +336,7 @@ def compile(model, *, threads: int | None = None, cache_dir: str | os.PathLike |
     load_s = time.perf_counter() - t1
     m, program, nthreads, timings = lower_model(data, nthreads, check_ir, dump_ir)
     del data
-    source = emit_c(program, profile=profile)
+    source = emit_c(program, profile=profile, units=MAX_UNITS)
     ins, outs = io_infos(m, program)
     early = output_plan(program)
     weights = program.weights

@@ -126,6 +126,6 @@ def fused_attention(ctx: KernelCtx) -> str:
               "    }",
               "    free(S);",
               "}",
-              f'if (bad) return onnxc_fail(rt, ONNXC_ERR_MEMORY, "out of memory in {name}");',
+              f'if (bad) return onnxc_fail(rt, ONNXC_ERR_MEMORY, "out of memory in %s", {ctx.who});',
               "return 0;"]
     return "\n".join(lines)

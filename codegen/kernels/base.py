@@ -92,6 +92,9 @@ class Operand:
         return list(reversed(out))
 
 
+WHO = "who_"  # the kernel parameter naming the node (KernelCtx.who)
+
+
 @dataclass
 class KernelCtx:
     """Everything a lowering may read, plus a sink for shared helper functions."""
@@ -120,6 +123,13 @@ class KernelCtx:
 
     def attr(self, name: str, default=None):
         return self.node.attr(name, default)
+
+    @property
+    def who(self) -> str:
+        """C expression of the string naming the node (for error messages). It is a parameter of the
+        kernel (``const char *who_``, passed by the run function), not a literal in its body, so the
+        kernels of identical nodes have identical C and are emitted once (codegen/emit.py)."""
+        return WHO
 
     def helper(self, name: str, code: str) -> str:
         """Register a static helper function once per translation unit; returns its name."""

@@ -20,7 +20,7 @@ def include(ctx: KernelCtx) -> None:
 
 def who(ctx: KernelCtx) -> str:
     """C string literal naming the node, for error messages."""
-    return c_string(ctx.node.describe())
+    return ctx.who
 
 
 def check(call: str) -> str:

@@ -219,7 +219,7 @@ def expression(ctx: KernelCtx, row: Ew, dt: DType) -> str:
 
 def node_name(ctx: KernelCtx) -> str:
     """The node's description as a C string literal, for run-time error messages."""
-    return c_string(ctx.node.describe())
+    return ctx.who
 
 
 def reshaped(op: Operand, shape: tuple, dim_c) -> Operand:

@@ -18,7 +18,7 @@ from .copyutil import MOVABLE, MOVES, copy, cprod
 
 def _check(ctx: KernelCtx, var: str, n: str) -> str:
     """C statements validating index ``var`` against axis size ``n`` and making it non-negative."""
-    who = c_string(ctx.node.describe())
+    who = ctx.who
     return (f"if ({var} < -({n}) || {var} >= ({n})) return onnxc_fail(rt, ONNXC_ERR_RUNTIME, "
             f"\"%s: index %lld is out of range for an axis of size %lld\", {who}, (long long){var}, "
             f"(long long)({n}));\n"

@@ -27,7 +27,7 @@ def image_decoder(ctx: KernelCtx) -> str:
     x, y = ctx.ins[0], ctx.outs[0]
     fmt = _FORMATS[_pixel_format(ctx.node)]  # validated by the shape rule (passes/shapes/image.py)
     channels = 1 if fmt == 2 else 3
-    who = c_string(ctx.node.describe()[:160])
+    who = ctx.who
     return "\n".join([
         "oimg im_;",
         f"if (oimg_decode({x.ptr}, (size_t)({x.numel()}), &im_))",

@@ -66,7 +66,7 @@ _BINARIZER_TYPES = frozenset({DType.FLOAT, DType.DOUBLE, DType.INT64, DType.INT3
 @kernel("ArrayFeatureExtractor", domain=ML, types=_AFE_TYPES)
 def array_feature_extractor(ctx: KernelCtx) -> str:
     x, ind = ctx.ins[0], ctx.ins[1]
-    who = c_string(ctx.node.describe())
+    who = ctx.who
     return "\n".join([
         f"const int64_t c_ = {x.dims[-1]}, rows_ = {cprod(x.dims[:-1]) if x.rank > 1 else '1'}, k_ = {ind.numel()};",
         "for (int64_t k = 0; k < k_; k++)",

@@ -28,7 +28,7 @@ _STRINGS = '#include "onnxc_strings.h"'
 
 def _prelude(ctx: KernelCtx) -> list[str]:
     ctx.helper("onnxc_value", HEADER)
-    return [f"static const char NODE_[] = {c_string(ctx.node.describe()[:160])};"]
+    return [f"const char *const NODE_ = {ctx.who};"]
 
 
 _OOM = 'return onnxc_fail(rt, ONNXC_ERR_MEMORY, "%s: out of memory", NODE_);'
@@ -90,7 +90,7 @@ def _map_checks(x_key: DType, x_val: DType) -> list[str]:
 def _cast_map_shape(ctx: KernelCtx) -> str:
     ctx.helper("onnxc_value", HEADER)
     t = ctx.node.inputs[0].type
-    L = [f"static const char NODE_[] = {c_string(ctx.node.describe()[:160])};", *_map_checks(t.key, t.value.dtype)]
+    L = [f"const char *const NODE_ = {ctx.who};", *_map_checks(t.key, t.value.dtype)]
     L += [f"{lv} = n_;" for lv in ctx.defines.values()]  # the dense form's column count
     L.append("return 0;")
     return "\n".join(L)

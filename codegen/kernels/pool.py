@@ -91,7 +91,7 @@ def _pool(ctx: KernelCtx, kind: str) -> str:
         include_pad=bool(ctx.attr("count_include_pad", 0)),
         ident=_LOWEST.get(dt, "0") if kind == "max" else "0", comb=_comb(kind),
         indices=len(ctx.outs) > 1, column_major=bool(ctx.attr("storage_order", 0)),
-        term=term, finish=finish, taps=taps, unroll_w=kw <= _UNROLL_W, KWs=kw, DWs=dw, who=c_string(ctx.node.describe()),
+        term=term, finish=finish, taps=taps, unroll_w=kw <= _UNROLL_W, KWs=kw, DWs=dw, who=ctx.who,
         omp=omp_parallel(f"NC * OP * {prod([str(k) for k in win.kernel])}"),
     )
     return render("pool.c.j2", **vals)

@@ -111,7 +111,7 @@ def qlinear_matmul(ctx: KernelCtx) -> str:
 
 
 def _qmatmul(ctx: KernelCtx, a: int, b: int, za: int, zb: int, quantized: bool) -> str:
-    node, name = ctx.node, c_string(ctx.node.describe())
+    node, name = ctx.node, ctx.who
     A, B, Y = ctx.ins[a], ctx.ins[b], ctx.outs[0]
     use(ctx, [])
 
@@ -196,7 +196,7 @@ def qlinear_conv(ctx: KernelCtx) -> str:
 
 
 def _qconv(ctx: KernelCtx, w: int, zx: int, zw: int, quantized: bool) -> str:
-    node, name = ctx.node, c_string(ctx.node.describe())
+    node, name = ctx.node, ctx.who
     X, W, Y = ctx.ins[0], ctx.ins[w], ctx.outs[0]
     use(ctx, [])
 

@@ -89,7 +89,7 @@ def _checks(ctx: KernelCtx, lay: QLayout) -> list[str]:
     conds = [f"({a}) != ({b})" for a, b in pairs if a != b and not (a.isdigit() and b.isdigit())]
     if not conds:
         return []
-    name = c_string(ctx.node.describe())
+    name = ctx.who
     return [f"if ({' || '.join(conds)})",
             f"    return onnxc_fail(rt, ONNXC_ERR_RUNTIME, \"%s: scale/zero point shape does not match x "
             f"(quantization axis {lay.axis})\", {name});"]

@@ -147,7 +147,7 @@ def recurrent(ctx: KernelCtx) -> str:
 
     lines = [f"const int64_t T = {seq}, N = {batch}, I = {x.dims[2]}, H = {r.dims[2]}, GH = {spec.gates} * H;",
              "int64_t *lens = onnxc_alloc((size_t)N * sizeof(int64_t));",
-             f"if (!lens) return onnxc_fail(rt, ONNXC_ERR_MEMORY, \"%s: out of memory\", {c_string(ctx.node.describe())});",
+             f"if (!lens) return onnxc_fail(rt, ONNXC_ERR_MEMORY, \"%s: out of memory\", {ctx.who});",
              "for (int64_t b = 0; b < N; b++) {"]
     if present(4):
         lines += ["    lens[b] = (int64_t)in4[b];",
@@ -155,7 +155,7 @@ def recurrent(ctx: KernelCtx) -> str:
                   "        const long long bad = (long long)lens[b];",
                   "        free(lens);",
                   f"        return onnxc_fail(rt, ONNXC_ERR_RUNTIME, \"%s: sequence_lens[%lld] = %lld is outside [0, "
-                  f"%lld]\", {c_string(ctx.node.describe())}, (long long)b, bad, (long long)T);",
+                  f"%lld]\", {ctx.who}, (long long)b, bad, (long long)T);",
                   "    }"]
     else:
         lines.append("    lens[b] = T;")
@@ -186,6 +186,6 @@ def recurrent(ctx: KernelCtx) -> str:
                   "for (int d = 0; d < 2; d++)",
                   f"    rc |= d == 0 ? {calls[0]} : {calls[1]};"]
     lines += ["free(lens);",
-              f"if (rc) return onnxc_fail(rt, ONNXC_ERR_MEMORY, \"%s: out of memory\", {c_string(ctx.node.describe())});",
+              f"if (rc) return onnxc_fail(rt, ONNXC_ERR_MEMORY, \"%s: out of memory\", {ctx.who});",
               "return 0;"]
     return "\n".join(lines)

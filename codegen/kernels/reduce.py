@@ -296,7 +296,7 @@ def _logsumexp(ctx: KernelCtx, blks: list, nout: str) -> list[str]:
     lines += loop_nest(ctx, blks, accumulate(blks, "out0", dt.c, mx, lo, finite), work=work)
     lines += [f"{st} *sum = onnxc_alloc((size_t)({nout}) * sizeof({st}));",
               "if (!sum) return onnxc_fail(rt, ONNXC_ERR_MEMORY, \"%s: out of memory\", "
-              f"{c_string(ctx.node.describe())});"]
+              f"{ctx.who});"]
     if dt in FLOATS:
         lines.append(f"for (int64_t i = 0; i < {nout}; i++) if (!isfinite(out0[i])) out0[i] = 0;")
     add = Comb("+", sd)
@@ -328,7 +328,7 @@ def mvn_kernel(ctx: KernelCtx) -> str:
     add = Comb("+", dt)
     lines = extents(ctx, blks) + [f"{t} *m = onnxc_alloc((size_t)({nout}) * 2 * sizeof({t}));",
                                   "if (!m) return onnxc_fail(rt, ONNXC_ERR_MEMORY, \"%s: out of memory\", "
-                                  f"{c_string(ctx.node.describe())});",
+                                  f"{ctx.who});",
                                   f"{t} *d = m + {nout};"]
     if needs_init(blks):
         lines += init_loop("m", nout, "0") + init_loop("d", nout, "0")
@@ -394,7 +394,7 @@ def cum_kernel(ctx: KernelCtx) -> str:
         setup = "\n".join([
             "int64_t ax = (int64_t)in1[0];", f"if (ax < 0) ax += {r};",
             f"if (ax < 0 || ax >= {r}) return onnxc_fail(rt, ONNXC_ERR_RUNTIME, \"%s: axis %lld is out of "
-            f"range for rank {r}\", {c_string(ctx.node.describe())}, (long long)in1[0]);",
+            f"range for rank {r}\", {ctx.who}, (long long)in1[0]);",
             f"const int64_t dims[{r}] = {{{dims}}};",
             "int64_t O = 1, I = 1;", "const int64_t N = dims[ax];",
             "for (int64_t k = 0; k < ax; k++) O *= dims[k];",
@@ -413,7 +413,7 @@ def _topk_shape(ctx: KernelCtx) -> str:
     return "\n".join([
         "const int64_t k = (int64_t)in1[0];",
         f"if (k < 0 || k > ({n})) return onnxc_fail(rt, ONNXC_ERR_RUNTIME, \"%s: k = %lld is out of range for an "
-        f"axis of %lld elements\", {c_string(ctx.node.describe())}, (long long)k, (long long)({n}));",
+        f"axis of %lld elements\", {ctx.who}, (long long)k, (long long)({n}));",
         f"{ctx.lvalue(ctx.outs[0].shape[axis])} = k;", "return 0;"])
 
 
@@ -431,7 +431,7 @@ def topk_kernel(ctx: KernelCtx) -> str:
     static_ok = isinstance(k, int) and isinstance(n, int) and k <= n
     view = oni(ctx, x.shape, axis)
     body = render("reduce.c.j2", kind="topk", T=x.ctype, K=ctx.dim(k), helper=name, check_k=not static_ok,
-                  node=c_string(ctx.node.describe()), **view)
+                  node=ctx.who, **view)
     return "\n".join([*unused_inputs(ctx), body])
 
 

@@ -21,7 +21,7 @@ def _prelude(ctx: KernelCtx) -> list[str]:
     ctx.helper("onnxc_value", HEADER)
     from ..templating import c_string
 
-    return [f"static const char NODE_[] = {c_string(ctx.node.describe()[:160])};"]
+    return [f"const char *const NODE_ = {ctx.who};"]
 
 
 def _position(op: Operand | None, n: str, default: str, upper: str, var: str = "pos_") -> list[str]:

@@ -36,7 +36,7 @@ def include(ctx: KernelCtx) -> None:
 
 
 def who(ctx: KernelCtx) -> str:
-    return c_string(ctx.node.describe())
+    return ctx.who
 
 
 def _is_string(node: Node, i: int) -> bool:

@@ -151,7 +151,7 @@ def _rows(ctx: KernelCtx, spec: SvmSpec, dscratch: str, fscratch: str, body: lis
     """The kernel body: the feature check, then ``body`` per row ``r`` (``xf``: the row as float) with
     per-thread scratch of ``dscratch`` doubles (``ws_``) and ``fscratch`` floats (``fs_``)."""
     x = ctx.ins[0]
-    who = c_string(ctx.node.describe())
+    who = ctx.who
     n, f = (x.dims[0], x.dims[1]) if x.rank == 2 else ("1", x.dims[0])
     par = ctx.threads > 1
     lines = [f"const int64_t n_ = {n}, f_ = {f};",

@@ -214,7 +214,7 @@ def _setup(ctx: KernelCtx) -> list[str]:
     """C compiling the patterns and declaring ``t_`` (an onnxc_tok), ``re_``/``nre_``, ``loc_``/``old_``."""
     ctx.helper("onnxc_strings", '#include "onnxc_strings.h"')
     ctx.helper("onnxc_tok", _HELPERS)
-    a, trs, who = tokenizer_args(ctx.node), _translations(ctx.node), c_string(ctx.node.describe())
+    a, trs, who = tokenizer_args(ctx.node), _translations(ctx.node), ctx.who
     n = len(trs)
     pats = ", ".join(c_string(tr.pattern) for tr in trs) or "NULL"
     flags = ", ".join("REG_ICASE" if tr.icase else "0" for tr in trs) or "0"

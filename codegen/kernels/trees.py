@@ -239,7 +239,7 @@ def walk_rows(ctx: KernelCtx, f: Forest, nt: int, agg: int, finish: list[str], t
     writes the outputs. ``acc[j]`` is NaN where no leaf gave target j a weight when ``track`` is set or
     ``agg`` is MIN/MAX, else 0. Integer inputs compare as float (as onnxruntime's float thresholds)."""
     x = ctx.ins[0]
-    who = c_string(ctx.node.describe())
+    who = ctx.who
     if x.dtype in half.HALF:
         half.use(ctx)
     tab = {name: int_table(ctx, vals, "int32_t") for name, vals in
