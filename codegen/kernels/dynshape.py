@@ -9,7 +9,6 @@ assumption becomes an error naming the node, never a buffer overrun).
 
 from __future__ import annotations
 
-from ..templating import c_string
 from .base import KernelCtx
 
 

@@ -28,7 +28,6 @@ from onnxc.passes.shapes.cast import half_to_float
 from onnxc.passes.shapes.elementwise import check_enum_attr, legacy_b_shape, prelu_slope_shape
 from onnxc.passes.shapes.elementwise_np import SELU, SELU_V1
 
-from ..templating import c_string
 from . import half
 from .base import KernelCtx, Operand, kernel
 from .loops import broadcast_loop

@@ -10,7 +10,6 @@ from __future__ import annotations
 from onnxc.ir import DType, Node
 from onnxc.passes.shapes.indexing import gathernd_shape, scatter_reduction
 
-from ..templating import c_string
 from . import half
 from .base import KernelCtx, kernel
 from .copyutil import MOVABLE, MOVES, copy, cprod

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from onnxc.ir import DType, Node
 
-from ..templating import c_string
 from .base import KernelCtx, kernel
 
 _FORMATS = {"RGB": 0, "BGR": 1, "Grayscale": 2}

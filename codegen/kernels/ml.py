@@ -12,7 +12,6 @@ from __future__ import annotations
 from onnxc.ir import DType, Node
 from onnxc.passes.shapes.ml import ML, label_map
 
-from ..templating import c_string
 from .base import KernelCtx, kernel
 from .copyutil import cprod
 from .ctables import literal, table, typed_table

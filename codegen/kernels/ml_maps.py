@@ -18,7 +18,6 @@ from onnxc.ir import DType
 from onnxc.passes.shapes.ml import ML
 from onnxc.passes.shapes.ml_maps import cast_map_form, class_labels, vocabulary
 
-from ..templating import c_string
 from .base import KernelCtx, kernel
 from .control_flow import HEADER
 from .ctables import literal, table, typed_table

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from onnxc.ir import DType
 from onnxc.passes.shapes.pool import pool_window
 
-from ..templating import c_string, render
+from ..templating import render
 from . import half
 from .base import KernelCtx, kernel
 from .conv import _as3

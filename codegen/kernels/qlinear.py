@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 
-from onnxc.codegen.templating import c_string, render
+from onnxc.codegen.templating import render
 from onnxc.ir import DType, Node, ShapeError
 from onnxc.passes.shapes.quant import qconv_geometry
 from onnxc.passes.shapes.quant_layout import BYTE_TYPES, INT_RANGES, matmul_param

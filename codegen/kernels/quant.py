@@ -11,7 +11,6 @@ runtime_c/onnxc_lowp.h; nodes that need them are unsupported while that header i
 from __future__ import annotations
 
 from onnxc.codegen.compiler import runtime_dir
-from onnxc.codegen.templating import c_string
 from onnxc.ir import DType, Node
 from onnxc.passes.shapes.quant_layout import (
     DEQUANT_INPUTS,

@@ -33,7 +33,7 @@ from onnxc.passes.shapes.recurrent import (
     recurrent_spec,
 )
 
-from ..templating import c_string, render
+from ..templating import render
 from . import half
 from .base import KernelCtx, kernel
 from .nncommon import is_used, lit

@@ -23,7 +23,7 @@ from onnxc.ir import Dim, DType
 from onnxc.passes.shapes.reduce import MVN_EPSILON, REDUCE_OPS, mvn_axes, reduce_axes
 from onnxc.passes.shapes.shape_ops import RUNTIME
 
-from ..templating import c_string, render
+from ..templating import render
 from . import half
 from .base import KernelCtx, kernel
 

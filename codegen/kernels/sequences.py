@@ -19,7 +19,6 @@ OOM = 'return onnxc_fail(rt, ONNXC_ERR_MEMORY, "%s: out of memory", NODE_);'
 
 def _prelude(ctx: KernelCtx) -> list[str]:
     ctx.helper("onnxc_value", HEADER)
-    from ..templating import c_string
 
     return [f"const char *const NODE_ = {ctx.who};"]
 

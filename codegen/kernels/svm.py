@@ -51,7 +51,6 @@ from onnxc.ir import DType
 from onnxc.passes.shapes.ml import ML
 from onnxc.passes.shapes.ml_svm import INPUT_TYPES, SvmSpec, classifier_spec, regressor_spec
 
-from ..templating import c_string
 from .base import KernelCtx, kernel
 from .ctables import float_lit, int_table, str_lit, table
 from .ml_post import use_probit

@@ -21,7 +21,6 @@ import numpy as np
 from onnxc.ir import DType, Node, ShapeError
 from onnxc.passes.shapes.ml import ML, tree_targets
 
-from ..templating import c_string
 from . import half
 from .base import KernelCtx, kernel
 from .ctables import double_table, float_lit, int_table, table
