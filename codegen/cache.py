@@ -25,7 +25,7 @@ from onnxc.ir import CompileError
 from .cache_prune import prune, touch
 from .compiler import CompilerConfig, compile_units, compiler_version
 from .emit import split_units
-from .runtime_lib import archive_key, runtime_archive
+from .runtime_lib import archive_key, runtime_archive, runtime_pch
 
 FORMAT_VERSION = "2"
 stats = {"hits": 0, "misses": 0, "model_hits": 0, "model_misses": 0}
@@ -75,7 +75,7 @@ def build_cached(source: str, cfg: CompilerConfig, cache: str | os.PathLike | No
                     srcs.append(Path(tmp) / (f"model_{i}.c" if i else "model.c"))
                     srcs[-1].write_text(text)
                 out = Path(tmp) / "model.so"
-                compile_units(srcs, out, cfg, (archive,))
+                compile_units(srcs, out, cfg, (archive,), runtime_pch(archive))
                 (final.parent / f"{key}.c").write_text(source)
                 os.replace(out, final)
         finally:

@@ -33,10 +33,11 @@ class CompilerConfig:
     flags: tuple[str, ...] = ("-O3", "-march=native")
     openmp: bool = True
 
-    def object_command(self, src: Path, out: Path) -> list[str]:
-        """Compile ``src`` into the position-independent object ``out``."""
+    def object_command(self, src: Path, out: Path, include: Path | None = None) -> list[str]:
+        """Compile ``src`` into the position-independent object ``out`` (``include``: a header read
+        first, the precompiled runtime headers, codegen/runtime_lib.py)."""
         cmd = [*shlex.split(self.cc), "-std=gnu11", *self.flags, "-fPIC", "-fno-strict-aliasing",
-               "-I", str(runtime_dir())]
+               "-I", str(runtime_dir()), *(("-include", str(include)) if include else ())]
         if self.openmp and has_openmp(self.cc):
             cmd.append("-fopenmp")
         return [*cmd, "-c", "-o", str(out), str(src)]
@@ -48,11 +49,11 @@ class CompilerConfig:
             cmd.append("-fopenmp")
         return [*cmd, "-o", str(out), *map(str, objs), *map(str, libs), "-lm"]
 
-    def command(self, src: Path, out: Path, libs: tuple[Path, ...] = ()) -> list[str]:
+    def command(self, src: Path, out: Path, libs: tuple[Path, ...] = (), include: Path | None = None) -> list[str]:
         """Compile ``src`` into the shared library ``out``, linking the static archives ``libs`` (the
-        runtime library, codegen/runtime_lib.py)."""
+        runtime library, codegen/runtime_lib.py); ``include`` as in object_command."""
         cmd = [*shlex.split(self.cc), "-std=gnu11", *self.flags, "-fPIC", "-shared", "-fno-strict-aliasing",
-               "-I", str(runtime_dir())]
+               "-I", str(runtime_dir()), *(("-include", str(include)) if include else ())]
         if self.openmp and has_openmp(self.cc):
             cmd.append("-fopenmp")
         return [*cmd, "-o", str(out), str(src), *map(str, libs), "-lm"]
@@ -80,22 +81,23 @@ def has_openmp(cc: str) -> bool:
         return r.returncode == 0
 
 
-def compile_shared(src: Path, out: Path, cfg: CompilerConfig, libs: tuple[Path, ...] = ()) -> None:
+def compile_shared(src: Path, out: Path, cfg: CompilerConfig, libs: tuple[Path, ...] = (),
+                   include: Path | None = None) -> None:
     """Compile ``src`` into the shared library ``out`` (linking ``libs``); CompileError carries the
     compiler's message."""
-    run_compiler(cfg.command(src, out, libs))
+    run_compiler(cfg.command(src, out, libs, include))
 
 
 def compile_units(srcs: list[Path], out: Path, cfg: CompilerConfig, libs: tuple[Path, ...] = (),
-                  jobs: int | None = None) -> None:
+                  include: Path | None = None, jobs: int | None = None) -> None:
     """Compile several translation units at once (``jobs``, default: all cores) and link them, with
     ``libs``, into the shared library ``out``. One unit is compiled and linked in one command."""
     if len(srcs) == 1:
-        compile_shared(srcs[0], out, cfg, libs)
+        compile_shared(srcs[0], out, cfg, libs, include)
         return
     objs = [s.with_suffix(".o") for s in srcs]
     with ThreadPoolExecutor(max_workers=max(1, min(len(srcs), jobs or os.cpu_count() or 1))) as pool:
-        list(pool.map(lambda so: run_compiler(cfg.object_command(*so)), zip(srcs, objs)))
+        list(pool.map(lambda so: run_compiler(cfg.object_command(*so, include)), zip(srcs, objs)))
     run_compiler(cfg.link_command(objs, out, libs))
 
 

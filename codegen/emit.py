@@ -82,7 +82,9 @@ def emit_c(p: Program, prefix: str = _PREFIX, profile: bool = False, units: int 
     if any(p.is_dynamic(b) for b in p.buffers.values()):
         helpers.setdefault("onnxc_shape", '#include "onnxc_shape.h"')
     helpers.setdefault("onnxc_value", '#include "onnxc_value.h"')  # the ABI's value_free needs it
-    helpers = list(helpers.values())
+    # runtime headers first, so a unit means the same whether they come from the precompiled header
+    # (read before everything, codegen/runtime_lib.py) or from these lines
+    helpers = sorted(helpers.values(), key=lambda h: not h.startswith('#include "onnxc'))
     if units > 1:
         unique = _unique_kernels(p, _kernel_names(p), "static", "")
         units = max(1, min(units, sum((st["body"] or "").count("\n") for st in unique) // UNIT_MIN_LINES))

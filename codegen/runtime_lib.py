@@ -34,9 +34,11 @@ from onnxc.ir import CompileError
 
 from .compiler import CompilerConfig, compile_shared, compiler_version, has_openmp, runtime_dir
 
-FORMAT_VERSION = "1"
+FORMAT_VERSION = "2"
 ARCHIVE = "libonnxc_rt.a"
+PCH = "onnxc_pch.h"
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+_HEADER_NAME = re.compile(r'"(onnxc(?:_[a-z0-9_]+)?\.h)"')
 
 
 def runtime_sources() -> list[Path]:
@@ -54,6 +56,27 @@ def runtime_digest() -> str:
         h.update(p.read_bytes())
         h.update(b"\0")
     return h.hexdigest()
+
+
+@lru_cache(maxsize=1)
+def public_headers() -> tuple[str, ...]:
+    """The runtime headers generated model code may include: those the code generator names
+    (codegen/*.py, codegen/kernels/*.py, codegen/templates/*.j2)."""
+    root = Path(__file__).resolve().parent
+    names: set[str] = set()
+    for f in [*root.glob("*.py"), *root.glob("kernels/*.py"), *root.glob("templates/*.j2")]:
+        names.update(_HEADER_NAME.findall(f.read_text(errors="replace")))
+    return tuple(sorted(n for n in names if (runtime_dir() / n).is_file()))
+
+
+def pch_text() -> str:
+    """The precompiled header: every public runtime header. A model translation unit is compiled with
+    ``-include`` of it, so with GCC the compiler loads the parsed headers (system headers such as
+    immintrin.h included) instead of parsing them again: a tiny model's compile drops from about 0.3 s
+    to 0.1 s. Without a usable .gch (another compiler, other flags) the text is read instead, with
+    the same meaning: runtime headers come first in every model unit anyway (codegen/emit.py)."""
+    return "/* onnxc: the runtime headers of model code, precompiled (codegen/runtime_lib.py) */\n" + "".join(
+        f'#include "{h}"\n' for h in public_headers())
 
 
 def object_command(cfg: CompilerConfig, src: Path, out: Path, flags: tuple[str, ...] | None = None) -> list[str]:
@@ -83,7 +106,7 @@ def archiver(cc: str) -> str:
 def archive_key(cfg: CompilerConfig, flags: tuple[str, ...] | None = None) -> str:
     h = hashlib.sha256()
     cmd = object_command(cfg, Path("x.c"), Path("x.o"), flags)
-    for part in (FORMAT_VERSION, runtime_digest(), shlex.join(cmd), compiler_version(cfg.cc)):
+    for part in (FORMAT_VERSION, runtime_digest(), shlex.join(cmd), compiler_version(cfg.cc), pch_text()):
         h.update(part.encode("utf-8", "surrogateescape"))
         h.update(b"\0")
     return h.hexdigest()
@@ -128,6 +151,34 @@ def build_archive(cfg: CompilerConfig, out: Path, flags: tuple[str, ...] | None 
     return out
 
 
+@lru_cache(maxsize=8)
+def _is_gcc(cc: str) -> bool:
+    """GCC itself (not clang, which defines __GNUC__ too but reads other precompiled headers)."""
+    try:
+        r = subprocess.run([*shlex.split(cc), "-dM", "-E", "-x", "c", os.devnull], capture_output=True, text=True,
+                           timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return "#define __GNUC__ " in r.stdout and "__clang__" not in r.stdout
+
+
+def build_pch(cfg: CompilerConfig, folder: Path, flags: tuple[str, ...] | None = None) -> None:
+    """Write ``folder/onnxc_pch.h`` and, with GCC, its precompiled form ``onnxc_pch.h.gch`` (compiled
+    with the flags of model units). A failure leaves no .gch: models then read the header text."""
+    h = folder / PCH
+    h.write_text(pch_text())
+    if not _is_gcc(cfg.cc):
+        return
+    tmp = folder / f".{PCH}.{os.getpid()}.gch"
+    cmd = object_command(cfg, h, tmp, flags)
+    cmd[cmd.index("-c")] = "-x"
+    cmd.insert(cmd.index("-x") + 1, "c-header")
+    if _compile_one(cmd) is None:
+        os.replace(tmp, folder / f"{PCH}.gch")
+    else:
+        tmp.unlink(missing_ok=True)
+
+
 def runtime_archive(cfg: CompilerConfig, cache: str | os.PathLike | None = None,
                     flags: tuple[str, ...] | None = None) -> Path:
     """The runtime archive for ``cfg`` (and ``flags``, default ``cfg.flags``), built on first use.
@@ -155,12 +206,19 @@ def runtime_archive(cfg: CompilerConfig, cache: str | os.PathLike | None = None,
             t0 = time.perf_counter()
             print(f"onnxc: building the runtime library for this compiler and target, once "
                   f"({len(runtime_sources())} sources, {os.cpu_count() or 1} jobs)...", file=sys.stderr, flush=True)
+            build_pch(cfg, folder, flags)
             build_archive(cfg, final, flags)
             print(f"onnxc: runtime library built in {time.perf_counter() - t0:.1f} s ({folder})",
                   file=sys.stderr, flush=True)
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
     return final
+
+
+def runtime_pch(archive: Path) -> Path | None:
+    """The header to ``-include`` in model units beside a runtime archive (None: none was written)."""
+    h = archive.parent / PCH
+    return h if h.is_file() else None
 
 
 def compile_with_runtime(src: Path, out: Path, cfg: CompilerConfig, cache: str | os.PathLike | None = None) -> None:

@@ -261,6 +261,7 @@ def lower_model(model, threads: int | None = None, check_ir: bool | None = None,
     return m, program, nthreads, {"load": t1 - t0, "passes": t2 - t1, "lower": time.perf_counter() - t2}
 
 
+GC_WEIGHT_BYTES = 16 << 20  # from this size of weights, a compile collects the IR at once (a full GC: ~50 ms)
 MAX_UNITS = 4  # translation units a large model's C is spread over, compiled in parallel (codegen/emit.py)
 
 
@@ -347,7 +348,8 @@ def compile(model, *, threads: int | None = None, cache_dir: str | os.PathLike |
         if manifest is not None:  # written while the C compiler runs
             pending = model_cache.PendingEntry(root, key, manifest, source, weights, externals, base_dir)
         m, program = None, None  # recomputed when asked for: the weights stay in the native model only
-        gc.collect()  # the IR's producer/use links are cycles: free its constants now, not at some later GC
+        if len(weights) >= GC_WEIGHT_BYTES:
+            gc.collect()  # the IR's producer/use links are cycles: free its constants now, not at some later GC
     t3 = time.perf_counter()
     try:
         so = build_cached(source, cfg, cache_dir)
