@@ -39,9 +39,9 @@ print(json.dumps({"seconds": wall, **{k: float(v) for k, v in m.timings.items()}
 _RUNTIME = """
 import sys, time
 from onnxc.codegen.compiler import CompilerConfig
-from onnxc.codegen.runtime_lib import runtime_archive
+from onnxc.codegen.runtime_lib import runtime_objects, runtime_sources
 t = time.perf_counter()
-runtime_archive(CompilerConfig(), sys.argv[1])
+runtime_objects(CompilerConfig(), runtime_sources(), sys.argv[1])
 print(time.perf_counter() - t)
 """
 

@@ -26,7 +26,7 @@ from onnxc.ir.dims import Sym, dmax, dmin, floordiv, free_symbols, mod, sym
 from .compiler import CompilerConfig, has_openmp
 from .emit import emit_c
 from .lower import Program
-from .runtime_lib import runtime_archive, runtime_files_for
+from .runtime_lib import runtime_files_for, runtime_objects
 from .templating import c_string, render
 
 TARGETS = {
@@ -293,8 +293,8 @@ def target_flags(cfg: CompilerConfig, target: str) -> tuple[str, ...]:
 
 
 def build_command(out_dir: Path, name: str, cfg: CompilerConfig, target: str, embed: bool,
-                  runtime: Path | None = None) -> list[str]:
-    """The command building ``lib<name>.so`` from the written sources; ``runtime``: the runtime archive
+                  runtime: list[Path] | None = None) -> list[str]:
+    """The command building ``lib<name>.so`` from the written sources; ``runtime``: the runtime objects
     (built for the same flags) linked statically, else the runtime sources in the folder are compiled."""
     flags = target_flags(cfg, target)
     cmd = [*shlex.split(cfg.cc), "-std=gnu11", *flags, "-fPIC", "-shared", "-fno-strict-aliasing",
@@ -305,15 +305,16 @@ def build_command(out_dir: Path, name: str, cfg: CompilerConfig, target: str, em
     if runtime is None:
         srcs += [out_dir / f.name for f in runtime_files_for((out_dir / "model.c").read_text())[1]]
     else:
-        srcs.append(runtime)
+        srcs += runtime
     return [*cmd, "-o", str(out_dir / f"lib{name}.so"), *map(str, srcs), "-lm"]
 
 
 def build_library(out_dir: Path, name: str, cfg: CompilerConfig, target: str, embed: bool,
                   cache: str | os.PathLike | None = None) -> Path:
-    """Compile the written sources into ``lib<name>.so``, linking the cached runtime archive built for
+    """Compile the written sources into ``lib<name>.so``, linking the cached runtime objects built for
     the artifact's flags; CompileError carries the compiler's output."""
-    runtime = runtime_archive(cfg, cache, target_flags(cfg, target))
+    needed = runtime_files_for((out_dir / "model.c").read_text() + (out_dir / "api.c").read_text())[1]
+    runtime = runtime_objects(cfg, needed, cache, target_flags(cfg, target))
     cmd = build_command(out_dir, name, cfg, target, embed, runtime)
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)

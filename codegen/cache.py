@@ -25,7 +25,7 @@ from onnxc.ir import CompileError
 from .cache_prune import prune, touch
 from .compiler import CompilerConfig, compile_units, compiler_version
 from .emit import split_units
-from .runtime_lib import archive_key, runtime_archive, runtime_pch
+from .runtime_lib import archive_key, runtime_objects, runtime_pch, sources_for
 
 FORMAT_VERSION = "2"
 stats = {"hits": 0, "misses": 0, "model_hits": 0, "model_misses": 0}
@@ -58,7 +58,7 @@ def build_cached(source: str, cfg: CompilerConfig, cache: str | os.PathLike | No
         stats["hits"] += 1
         touch(final)
         return final
-    archive = runtime_archive(cfg, cache)
+    objects = tuple(runtime_objects(cfg, sources_for(source), cache))
     if fail_on_compile():
         raise CompileError(f"compilation needed (cache miss for key {key[:16]}) but ONNXC_FAIL_ON_COMPILE is set")
     final.parent.mkdir(parents=True, exist_ok=True)
@@ -75,7 +75,7 @@ def build_cached(source: str, cfg: CompilerConfig, cache: str | os.PathLike | No
                     srcs.append(Path(tmp) / (f"model_{i}.c" if i else "model.c"))
                     srcs[-1].write_text(text)
                 out = Path(tmp) / "model.so"
-                compile_units(srcs, out, cfg, (archive,), runtime_pch(archive))
+                compile_units(srcs, out, cfg, objects, runtime_pch(cfg, cache))
                 (final.parent / f"{key}.c").write_text(source)
                 os.replace(out, final)
         finally:

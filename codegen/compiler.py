@@ -43,14 +43,14 @@ class CompilerConfig:
         return [*cmd, "-c", "-o", str(out), str(src)]
 
     def link_command(self, objs: list[Path], out: Path, libs: tuple[Path, ...] = ()) -> list[str]:
-        """Link objects and static archives into the shared library ``out``."""
+        """Link objects (and the runtime objects or archives ``libs``) into the shared library ``out``."""
         cmd = [*shlex.split(self.cc), *self.flags, "-fPIC", "-shared"]
         if self.openmp and has_openmp(self.cc):
             cmd.append("-fopenmp")
         return [*cmd, "-o", str(out), *map(str, objs), *map(str, libs), "-lm"]
 
     def command(self, src: Path, out: Path, libs: tuple[Path, ...] = (), include: Path | None = None) -> list[str]:
-        """Compile ``src`` into the shared library ``out``, linking the static archives ``libs`` (the
+        """Compile ``src`` into the shared library ``out``, linking the runtime objects ``libs`` (the
         runtime library, codegen/runtime_lib.py); ``include`` as in object_command."""
         cmd = [*shlex.split(self.cc), "-std=gnu11", *self.flags, "-fPIC", "-shared", "-fno-strict-aliasing",
                "-I", str(runtime_dir()), *(("-include", str(include)) if include else ())]

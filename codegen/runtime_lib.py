@@ -1,17 +1,19 @@
-"""The runtime library: the reusable kernels of runtime_c/*.c compiled once into a static archive.
+"""The runtime library: the reusable kernels of runtime_c/*.c, each compiled once into an object.
 
 A model's translation unit holds only its own code (schedule, shape code, fused loops) and calls the
-runtime through the declarations in runtime_c/*.h; its shared library links ``libonnxc_rt.a``
-statically (the linker takes only the objects it needs). The archive is built the first time a
-(compiler, compiler version, flags, runtime sources) combination is needed, its objects compiled in
-parallel, and cached under ``<cache>/runtime/<key>/``: every later model reuses it.
+runtime through the declarations in runtime_c/*.h; its shared library links, statically, the runtime
+objects its C needs (``sources_for``: the ``.c`` beside every runtime header its includes reach).
+Each object is compiled the first time a model needs it for a (compiler, compiler version, flags,
+runtime sources) combination, several at once, with a progress line, and cached under
+``<cache>/runtime/<key>/``: later models reuse it. ``runtime_objects(cfg, runtime_sources())``
+builds them all (benchmarks.compile_time times that).
 
 Runtime functions are declared ``ONNXC_RT_API`` (hidden visibility, runtime_c/onnxc.h), so they are
-local to each model library: two models or AOT artifacts in one process never clash.
+local to each model library: two models or AOT artifacts in one process never clash. With GCC the
+folder also holds a precompiled header of the public runtime headers (``runtime_pch``).
 
-``sources_for(text)`` lists the runtime sources a piece of C needs (its ``#include "..."`` closure:
-every runtime header it reaches that has a ``.c`` beside it, and what those include), for the
-artifact folders of ``onnxc build --emit-c`` and for tests that compile C programs directly.
+``sources_for(text)`` lists the runtime sources a piece of C needs, also for the artifact folders of
+``onnxc build --emit-c`` and for tests that compile C programs directly.
 """
 
 from __future__ import annotations
@@ -21,10 +23,8 @@ import hashlib
 import os
 import re
 import shlex
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
@@ -34,8 +34,7 @@ from onnxc.ir import CompileError
 
 from .compiler import CompilerConfig, compile_shared, compiler_version, has_openmp, runtime_dir
 
-FORMAT_VERSION = "2"
-ARCHIVE = "libonnxc_rt.a"
+FORMAT_VERSION = "3"
 PCH = "onnxc_pch.h"
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 _HEADER_NAME = re.compile(r'"(onnxc(?:_[a-z0-9_]+)?\.h)"')
@@ -88,21 +87,6 @@ def object_command(cfg: CompilerConfig, src: Path, out: Path, flags: tuple[str, 
     return [*cmd, "-c", str(src), "-o", str(out)]
 
 
-def archiver(cc: str) -> str:
-    """The ``ar`` that goes with the compiler (``cc -print-prog-name=ar``, else ``ar`` on PATH)."""
-    try:
-        r = subprocess.run([*shlex.split(cc), "-print-prog-name=ar"], capture_output=True, text=True, timeout=30)
-        name = r.stdout.strip()
-        if r.returncode == 0 and name and (os.path.isabs(name) and os.access(name, os.X_OK) or shutil.which(name)):
-            return name
-    except (OSError, subprocess.SubprocessError):
-        pass
-    found = shutil.which("ar") or shutil.which("llvm-ar")
-    if not found:
-        raise CompileError("no archiver found to build the onnxc runtime library: install binutils (ar)")
-    return found
-
-
 def archive_key(cfg: CompilerConfig, flags: tuple[str, ...] | None = None) -> str:
     h = hashlib.sha256()
     cmd = object_command(cfg, Path("x.c"), Path("x.o"), flags)
@@ -128,27 +112,21 @@ def _compile_one(cmd: list[str]) -> str | None:
     return None
 
 
-def build_archive(cfg: CompilerConfig, out: Path, flags: tuple[str, ...] | None = None,
-                  jobs: int | None = None) -> Path:
-    """Compile every runtime source (``jobs`` at once, default: all cores) and archive the objects
-    into ``out``. Raises CompileError with the compiler's message."""
-    srcs = runtime_sources()
-    with tempfile.TemporaryDirectory(prefix="onnxc-rt-") as tmp:
-        objs = [Path(tmp) / (s.stem + ".o") for s in srcs]
-        cmds = [object_command(cfg, s, o, flags) for s, o in zip(srcs, objs)]
-        # longest sources first: the slowest compile starts at once
-        order = sorted(range(len(cmds)), key=lambda i: -srcs[i].stat().st_size)
-        with ThreadPoolExecutor(max_workers=max(1, jobs or os.cpu_count() or 1)) as pool:
-            errors = [e for e in pool.map(lambda i: _compile_one(cmds[i]), order) if e]
-        if errors:
-            raise CompileError("building the onnxc runtime library failed " + errors[0])
-        ar = archiver(cfg.cc)
-        tmp_out = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-        r = subprocess.run([ar, "rcs", str(tmp_out), *map(str, objs)], capture_output=True, text=True)
-        if r.returncode != 0:
-            raise CompileError(f"archiving the onnxc runtime library failed ({ar}): {(r.stderr or r.stdout).strip()}")
-        os.replace(tmp_out, out)
-    return out
+def _build_objects(cfg: CompilerConfig, srcs: list[Path], folder: Path, flags: tuple[str, ...] | None,
+                   jobs: int | None = None) -> None:
+    """Compile ``srcs`` into ``folder/<stem>.o`` (``jobs`` at once, default: all cores), each written
+    atomically. Raises CompileError with the compiler's message."""
+    tmps = [folder / f".{s.stem}.{os.getpid()}.o" for s in srcs]
+    cmds = [object_command(cfg, s, o, flags) for s, o in zip(srcs, tmps)]
+    order = sorted(range(len(cmds)), key=lambda i: -srcs[i].stat().st_size)  # the slowest starts first
+    with ThreadPoolExecutor(max_workers=max(1, jobs or os.cpu_count() or 1)) as pool:
+        errors = [e for e in pool.map(lambda i: _compile_one(cmds[i]), order) if e]
+    if errors:
+        for t in tmps:
+            t.unlink(missing_ok=True)
+        raise CompileError("building the onnxc runtime library failed " + errors[0])
+    for s, t in zip(srcs, tmps):
+        os.replace(t, folder / f"{s.stem}.o")
 
 
 @lru_cache(maxsize=8)
@@ -179,52 +157,64 @@ def build_pch(cfg: CompilerConfig, folder: Path, flags: tuple[str, ...] | None =
         tmp.unlink(missing_ok=True)
 
 
-def runtime_archive(cfg: CompilerConfig, cache: str | os.PathLike | None = None,
-                    flags: tuple[str, ...] | None = None) -> Path:
-    """The runtime archive for ``cfg`` (and ``flags``, default ``cfg.flags``), built on first use.
-
-    Concurrent processes wait on a per-key lock, so the archive is built once; a progress line goes to
-    stderr while it is built. ``ONNXC_FAIL_ON_COMPILE=1`` makes a missing archive an error."""
+def runtime_folder(cfg: CompilerConfig, cache: str | os.PathLike | None = None,
+                   flags: tuple[str, ...] | None = None) -> Path:
+    """The folder of the runtime objects (and precompiled header) for ``cfg`` and ``flags``."""
     from .cache import cache_dir
+
+    return cache_dir(cache) / "runtime" / archive_key(cfg, flags)[:24]
+
+
+def runtime_objects(cfg: CompilerConfig, sources: list[Path], cache: str | os.PathLike | None = None,
+                    flags: tuple[str, ...] | None = None) -> list[Path]:
+    """The objects of the runtime ``sources`` for ``cfg`` (and ``flags``, default ``cfg.flags``), the
+    missing ones compiled now, and the precompiled header made on first use.
+
+    Concurrent processes wait on the folder's lock, so each object is built once; a progress line goes
+    to stderr while objects are built. ``ONNXC_FAIL_ON_COMPILE=1`` makes a missing object an error."""
     from .cache_prune import touch
 
-    key = archive_key(cfg, flags)
-    folder = cache_dir(cache) / "runtime" / key[:24]
-    final = folder / ARCHIVE
-    if final.exists():
+    folder = runtime_folder(cfg, cache, flags)
+    objs = [folder / f"{s.stem}.o" for s in sources]
+    if all(o.exists() for o in objs) and (folder / PCH).exists():
         touch(folder)
-        return final
+        return objs
     if _fail_on_compile():
-        raise CompileError(f"the runtime library must be built (cache miss for key {key[:16]}) but "
+        missing = [o.name for o in objs if not o.exists()] or [PCH]
+        raise CompileError(f"runtime objects must be built ({', '.join(missing)}, folder {folder.name}) but "
                            "ONNXC_FAIL_ON_COMPILE is set")
     folder.mkdir(parents=True, exist_ok=True)
     with open(folder / "build.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
-            if final.exists():
-                return final
-            t0 = time.perf_counter()
-            print(f"onnxc: building the runtime library for this compiler and target, once "
-                  f"({len(runtime_sources())} sources, {os.cpu_count() or 1} jobs)...", file=sys.stderr, flush=True)
-            build_pch(cfg, folder, flags)
-            build_archive(cfg, final, flags)
-            print(f"onnxc: runtime library built in {time.perf_counter() - t0:.1f} s ({folder})",
-                  file=sys.stderr, flush=True)
+            if not (folder / PCH).exists():
+                build_pch(cfg, folder, flags)
+            todo = [s for s, o in zip(sources, objs) if not o.exists()]
+            if todo:
+                t0 = time.perf_counter()
+                print(f"onnxc: compiling {len(todo)} runtime source(s) once for this compiler and flags "
+                      f"({', '.join(s.name for s in todo)})...", file=sys.stderr, flush=True)
+                _build_objects(cfg, todo, folder, flags)
+                print(f"onnxc: runtime compiled in {time.perf_counter() - t0:.1f} s ({folder})", file=sys.stderr,
+                      flush=True)
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
-    return final
+    touch(folder)
+    return objs
 
 
-def runtime_pch(archive: Path) -> Path | None:
-    """The header to ``-include`` in model units beside a runtime archive (None: none was written)."""
-    h = archive.parent / PCH
+def runtime_pch(cfg: CompilerConfig, cache: str | os.PathLike | None = None,
+                flags: tuple[str, ...] | None = None) -> Path | None:
+    """The header to ``-include`` first in model units: the precompiled public runtime headers (None
+    when none was written; runtime_objects writes it)."""
+    h = runtime_folder(cfg, cache, flags) / PCH
     return h if h.is_file() else None
 
 
 def compile_with_runtime(src: Path, out: Path, cfg: CompilerConfig, cache: str | os.PathLike | None = None) -> None:
-    """Compile ``src`` into the shared library ``out`` linked with the runtime library (for C that calls
-    runtime functions outside a model: benchmarks and tests)."""
-    compile_shared(src, out, cfg, (runtime_archive(cfg, cache),))
+    """Compile ``src`` into the shared library ``out`` linked with the runtime objects it needs (for C
+    that calls runtime functions outside a model: benchmarks and tests)."""
+    compile_shared(src, out, cfg, tuple(runtime_objects(cfg, sources_for(src.read_text()), cache)))
 
 
 def _includes(path: Path) -> list[str]:
