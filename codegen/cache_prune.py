@@ -11,12 +11,16 @@ store, ``prune`` removes the least recently used entries once the folder holds m
   stamp file records the last walk).
 - Model entries are renamed aside before they are deleted (model_cache.discard), so a concurrent
   lookup sees a whole entry or none; a library is one file, removed with its source and lock.
+- Runtime folders (``runtime/<key>``: the runtime objects and precompiled header of one compiler and
+  flags, codegen/runtime_lib.py) do not count toward the bound, one per combination in use: a walk
+  removes those unused for RUNTIME_MAX_AGE_S.
 Failures (a read-only or vanished cache, a racing process) are ignored: pruning is best effort.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import time
 from pathlib import Path
 
@@ -27,6 +31,7 @@ PRUNE_TO = 0.8
 MIN_AGE_S = 600.0
 INTERVAL_S = 300.0
 STAMP = ".pruned"
+RUNTIME_MAX_AGE_S = 14 * 86400.0
 
 
 def max_bytes() -> int:
@@ -88,6 +93,20 @@ def _remove(kind: str, path: Path) -> None:
             pass
 
 
+def _prune_runtime(root: Path, now: float) -> None:
+    """Remove runtime folders unused for RUNTIME_MAX_AGE_S (renamed aside first, so a concurrent build or
+    link sees a whole folder or none)."""
+    for d in root.glob("runtime/[0-9a-f]*"):
+        try:
+            if now - d.stat().st_mtime < RUNTIME_MAX_AGE_S:
+                continue
+            aside = d.with_name(f".{d.name}.{os.getpid()}.removed")
+            os.replace(d, aside)
+        except OSError:
+            continue
+        shutil.rmtree(aside, ignore_errors=True)
+
+
 def prune(root: Path, *, limit: int | None = None, now: float | None = None, force: bool = False) -> int:
     """Remove least recently used entries of the cache in ``root`` while it is over ``limit`` bytes
     (default: max_bytes()); returns the bytes removed. Skipped when a walk ran within INTERVAL_S,
@@ -107,6 +126,7 @@ def prune(root: Path, *, limit: int | None = None, now: float | None = None, for
         os.utime(stamp, (now, now))
     except OSError:
         return 0
+    _prune_runtime(root, now)
     entries = _entries(root)
     total = sum(e[1] for e in entries)
     removed = 0

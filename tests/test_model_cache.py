@@ -405,3 +405,19 @@ def test_cache_bound_from_the_environment(monkeypatch, raw, mb):
 
     monkeypatch.setenv("ONNXC_CACHE_MAX_MB", raw)
     assert cache_prune.max_bytes() == int(mb * (1 << 20))
+
+
+def test_prune_removes_runtime_folders_unused_for_long(tmp_path):
+    """Runtime folders (objects + precompiled header of one compiler and flags) do not count toward the
+    size bound; a walk removes those unused for RUNTIME_MAX_AGE_S and keeps the others."""
+    from onnxc.codegen import cache_prune
+
+    old, recent = tmp_path / "runtime" / "aaaa", tmp_path / "runtime" / "bbbb"
+    for d in (old, recent):
+        d.mkdir(parents=True)
+        (d / "onnxc_sgemm.o").write_bytes(b"\0" * 1000)
+    _age(old, cache_prune.RUNTIME_MAX_AGE_S + 3600)
+    _age(recent, 3600)
+    cache_prune.prune(tmp_path, limit=1 << 30, force=True)
+    assert not old.exists() and recent.exists()
+    assert not any(p.name.startswith(".") for p in (tmp_path / "runtime").iterdir())
