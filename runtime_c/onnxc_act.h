@@ -9,6 +9,11 @@
  *   LEAKYRELU    x < 0 ? a * x : x                  SIGMOID     1 / (1 + exp(-x))
  *   HARDSIGMOID  max(0, min(1, a * x + b))          HARDSWISH   x * max(0, min(1, x / 6 + 1 / 2))
  *   TANH         tanh(x)
+ *
+ * Header-only on purpose (static inline, not in the runtime library): generated code calls these once per
+ * output row (a depthwise row can be 7 elements) with a constant act code, so inlined the switch folds
+ * away and only that activation's loop is compiled. The runtime's own .c files (GEMM and GEMV epilogues,
+ * Winograd) include it as well.
  */
 #ifndef ONNXC_ACT_H
 #define ONNXC_ACT_H

@@ -16,6 +16,10 @@
  *       scatter one IH x IW input plane into the phase planes at xp (phase k at xp + k * PS). Only
  *       positions holding an input element are written: the buffer is zeroed once, and the padding
  *       frame, the same for every channel, stays zero.
+ *
+ * Header-only on purpose (not in the runtime library): the generated code calls the scatter with
+ * constant geometry, and inlined its strided copies vectorize for the known strides; as library calls
+ * the phased convolutions ran 1.6x (stride 1) to 4x (stride 2) slower.
  */
 #ifndef ONNXC_DEPTHWISE_H
 #define ONNXC_DEPTHWISE_H

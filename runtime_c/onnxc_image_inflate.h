@@ -3,7 +3,7 @@
  * Stored, fixed-Huffman and dynamic-Huffman blocks. Huffman symbols are decoded through a 9-bit
  * lookup table with a canonical-code walk for longer codes. Input is read through a 64-bit bit
  * buffer that pads with zero bytes past the end; consuming a padded bit is reported as truncation.
- * Included by onnxc_image.h (needs oimg_* helpers).
+ * Included by onnxc_image.c only (needs its oimg_* helpers).
  */
 #ifndef ONNXC_IMAGE_INFLATE_H
 #define ONNXC_IMAGE_INFLATE_H

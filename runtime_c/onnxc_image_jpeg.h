@@ -6,7 +6,7 @@
  * sequential and progressive files share one reconstruction: onnxc_image_jpeg_pix.h. Running out of
  * entropy-coded data (a marker or the end of the file where bits are still needed) is an error here;
  * libjpeg would pad with zeros and warn. Arithmetic coding, lossless, hierarchical, 12-bit and
- * 4-component (CMYK/YCCK) files are rejected with a message. Included by onnxc_image.h.
+ * 4-component (CMYK/YCCK) files are rejected with a message. Included by onnxc_image.c only.
  */
 #ifndef ONNXC_IMAGE_JPEG_H
 #define ONNXC_IMAGE_JPEG_H

@@ -4,7 +4,7 @@
  * Output channels follow the colour type (gray 1, gray+alpha 2, RGB and palette 3, RGBA 4). Samples
  * of 1/2/4-bit gray are scaled to 0..255 (Pillow's "L;2" etc.); 16-bit samples keep their high byte
  * (Pillow's "RGB;16B"); palette indices are looked up (indices past the palette read black).
- * Included by onnxc_image.h.
+ * Included by onnxc_image.c only.
  */
 #ifndef ONNXC_IMAGE_PNG_H
 #define ONNXC_IMAGE_PNG_H

@@ -1,4 +1,4 @@
-/* BMP and PNM (Netpbm) decoding. Included by onnxc_image.h.
+/* BMP and PNM (Netpbm) decoding. Included by onnxc_image.c only.
  *
  * BMP: core (OS/2 v1) and Windows v3-v5 headers; 1/4/8-bit palette (uncompressed, RLE4, RLE8),
  * 16/32-bit BI_RGB and BI_BITFIELDS, 24-bit; bottom-up and top-down rows. Bitfield channels are scaled

@@ -4,7 +4,7 @@
  * horizontal-differencing predictor; bilevel/gray (BlackIsZero, WhiteIsZero) at 1/2/4/8/16 bits,
  * palette at 1/2/4/8 bits, RGB at 8/16 bits; one extra sample (alpha) is kept, further ones dropped.
  * Like Pillow: 2/4-bit gray scales to 0..255, 16-bit samples keep their high byte, colormap entries
- * keep their high byte. Included by onnxc_image.h.
+ * keep their high byte. Included by onnxc_image.c only.
  */
 #ifndef ONNXC_IMAGE_TIFF_H
 #define ONNXC_IMAGE_TIFF_H

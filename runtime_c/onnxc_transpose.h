@@ -3,6 +3,11 @@
  * onnxc_transpose2d_<bits>(src, ss, dst, ds, rows, cols) writes dst[j * ds + i] = src[i * ss + j] for
  * i < rows, j < cols. The matrix is walked in 32x32 cache blocks; inside a block, 32- and 64-bit
  * elements use 8x8 / 4x4 AVX register transposes when the target has AVX, scalar loops otherwise.
+ *
+ * Header-only on purpose (not in the runtime library): generated code calls these with constant sizes and
+ * strides, often once per outer index on small matrices, and inlined they specialize: as library calls a
+ * 12 x 20 float transpose ran 1.5x slower, a 7 x 9 16-bit one 4x, a 512 x 1000 byte one 1.27x. One call
+ * site costs about 0.1 s of -O3 compile time.
  */
 #ifndef ONNXC_TRANSPOSE_H
 #define ONNXC_TRANSPOSE_H

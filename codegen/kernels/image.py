@@ -1,9 +1,11 @@
 """ImageDecoder (opset 20): decode an encoded image (1-D uint8) into uint8 [H, W, C].
 
-The decoders are C in runtime_c/onnxc_image*.h (BMP, PNM, TIFF, PNG, JPEG; results match Pillow,
-onnx.reference's decoder). H and W are only known after decoding, so the kernel allocates its
-output (``allocates=True``) and reports the dims in the descriptor; decoding twice (a shape function
-reading only the header, then the kernel) would gain nothing for a single output.
+The decoders are C in the runtime library: runtime_c/onnxc_image.c and the per-format headers it includes
+(BMP, PNM, TIFF, PNG, JPEG; results match Pillow, onnx.reference's decoder); the generated code calls
+onnxc_image_decode / onnxc_image_convert (runtime_c/onnxc_image.h). H and W are only known after
+decoding, so the kernel allocates its output (``allocates=True``) and reports the dims in the
+descriptor; decoding twice (a shape function reading only the header, then the kernel) would gain
+nothing for a single output.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ def image_decoder(ctx: KernelCtx) -> str:
     who = ctx.who
     return "\n".join([
         "oimg im_;",
-        f"if (oimg_decode({x.ptr}, (size_t)({x.numel()}), &im_))",
+        f"if (onnxc_image_decode({x.ptr}, (size_t)({x.numel()}), &im_))",
         f"    return onnxc_fail(rt, im_.unsupported ? ONNXC_ERR_UNSUPPORTED : ONNXC_ERR_RUNTIME, \"%s: %s\", {who}, "
         "im_.err);",
         f"out0->rank = 3; out0->dtype = {int(y.dtype)};",
@@ -37,7 +39,7 @@ def image_decoder(ctx: KernelCtx) -> str:
         f"out0->data = onnxc_alloc((size_t)(im_.h * im_.w * {channels}));",
         "if (!out0->data) { free(im_.px); "
         f"return onnxc_fail(rt, ONNXC_ERR_MEMORY, \"%s: out of memory\", {who}); }}",
-        f"oimg_convert(&im_, {fmt}, (uint8_t *)out0->data);",
+        f"onnxc_image_convert(&im_, {fmt}, (uint8_t *)out0->data);",
         "free(im_.px);",
         "return 0;",
     ])

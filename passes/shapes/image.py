@@ -17,7 +17,7 @@ from .registry import shape_rule
 
 PIXEL_FORMATS = {"RGB": 3, "BGR": 3, "Grayscale": 1}
 
-# Magic numbers of formats the kernel does not decode (runtime_c/onnxc_image.h names the same ones).
+# Magic numbers of formats the kernel does not decode (runtime_c/onnxc_image.c names the same ones).
 _UNSUPPORTED_MAGIC = (
     (b"\x00\x00\x00\x0cjP  \r\n\x87\n", "JPEG 2000"),
     (b"\xff\x4f\xff\x51", "JPEG 2000"),

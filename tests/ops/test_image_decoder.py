@@ -26,6 +26,7 @@ from onnx import helper
 
 import onnxc
 from onnxc.codegen.compiler import runtime_dir
+from onnxc.codegen.runtime_lib import sources_for
 from onnxc.ir import UnsupportedOpError
 from onnxc.ir.errors import RuntimeFailure
 
@@ -363,12 +364,12 @@ int main(void) {
         uint8_t *d = (uint8_t *)malloc(n ? n : 1);  /* exactly n bytes: ASan sees any over-read */
         if (n && fread(d, 1, n, stdin) != n) return 2;
         oimg im;
-        if (oimg_decode(d, n, &im)) {
+        if (onnxc_image_decode(d, n, &im)) {
             if (!im.err[0]) { printf("empty error message\n"); return 3; }
             bad++;
         } else {
             uint8_t *o = (uint8_t *)malloc((size_t)(im.w * im.h * 3));
-            for (int f = 0; f < 3; f++) oimg_convert(&im, f, o);
+            for (int f = 0; f < 3; f++) onnxc_image_convert(&im, f, o);
             free(o); free(im.px); ok++;
         }
         free(d);
@@ -416,7 +417,8 @@ def test_fuzz_decoders_under_sanitizers():
         Path(d, "main.c").write_text(FUZZ_MAIN)
         exe = Path(d, "fuzz")
         subprocess.run(["gcc", "-std=gnu11", "-g", "-O1", "-fsanitize=address,undefined", "-fno-omit-frame-pointer",
-                        "-fno-sanitize-recover=all", "-I", str(runtime_dir()), "-o", str(exe), str(Path(d, "main.c"))],
+                        "-fno-sanitize-recover=all", "-I", str(runtime_dir()), "-o", str(exe), str(Path(d, "main.c")),
+                        *map(str, sources_for(FUZZ_MAIN))],
                        check=True, capture_output=True, text=True)
         res = subprocess.run([str(exe)], input=blob, capture_output=True, timeout=600,
                              env={**os.environ, "ASAN_OPTIONS": "detect_leaks=1:halt_on_error=1"})

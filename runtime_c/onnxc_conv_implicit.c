@@ -1,0 +1,122 @@
+/* onnxc_conv_implicit.c: the implementation of onnxc_conv_implicit.h (compiled once into the runtime
+ * library): the AVX-512 tile kernel and the driver onnxc_ci_conv. Empty without AVX-512. */
+#include "onnxc_conv_implicit.h"
+#include "onnxc_sgemm_kern.h"
+
+#if ONNXC_CI_AVAILABLE
+/* R rows (4, 8 or 12) of one tile: 32 virtual positions starting at xb (= xp + v0), B row p at
+ * xb + koff[p]. y: output row 0 at the tile's first valid position (ldy floats between rows); m0 / m1
+ * the valid lanes (full: all 32, stored plainly); add: accumulate onto y (a later K slice); e: the
+ * epilogue applied in registers (its rows start at ei; its residual at column yp of Y). */
+static inline __attribute__((always_inline)) void onnxc_ci_k512(const int R, int64_t kc, const float *restrict a,
+                                                                const float *xb, const int64_t *koff, float *y,
+                                                                int64_t ldy, int mr, __mmask16 m0, __mmask16 m1,
+                                                                int full, int add, const onnxc_sg_epi *e, int64_t ei,
+                                                                int64_t yp) {
+    __m512 acc[12][2];
+#pragma GCC unroll 12
+    for (int i = 0; i < R; i++) {
+        acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+        /* the next tile's output lines (for writing): its 12 rows are streams far apart the hardware
+         * prefetcher does not follow, and Y is usually not in cache */
+        if (i < mr) {
+            __builtin_prefetch(y + i * ldy + 32, 1, 3);
+            __builtin_prefetch(y + i * ldy + 48, 1, 3);
+        }
+    }
+#pragma GCC unroll 2
+    for (int64_t p = 0; p < kc; p++) {
+        const float *b = xb + koff[p], *bn = xb + koff[p + ONNXC_CI_PF];
+        const __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
+        _mm_prefetch((const char *)(a + 16 * ONNXC_SG_MR), _MM_HINT_T0);
+        _mm_prefetch((const char *)bn, _MM_HINT_T0);
+        _mm_prefetch((const char *)(bn + 31), _MM_HINT_T0);
+#pragma GCC unroll 12
+        for (int i = 0; i < R; i++) {
+            const __m512 ai = _mm512_set1_ps(a[i]);
+            acc[i][0] = _mm512_fmadd_ps(ai, b0, acc[i][0]);
+            acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);
+        }
+        a += ONNXC_SG_MR;
+    }
+    const int n0 = __builtin_popcount(m0);
+#pragma GCC unroll 12
+    for (int i = 0; i < R; i++) {
+        if (i >= mr) break;
+        float *yi = y + i * ldy;
+        __m512 x0 = acc[i][0], x1 = acc[i][1];
+        if (add) {
+            x0 = _mm512_add_ps(x0, full ? _mm512_loadu_ps(yi) : _mm512_maskz_expandloadu_ps(m0, yi));
+            x1 = _mm512_add_ps(x1, full ? _mm512_loadu_ps(yi + 16) : _mm512_maskz_expandloadu_ps(m1, yi + n0));
+        }
+        if (e) {
+            if (e->bias) {
+                const __m512 bv = _mm512_set1_ps(e->bias[ei + i]);
+                x0 = _mm512_add_ps(x0, bv);
+                x1 = _mm512_add_ps(x1, bv);
+            }
+            if (e->res) {
+                const float *r = e->res + (ei + i) * e->ldr + yp;
+                x0 = _mm512_add_ps(x0, full ? _mm512_loadu_ps(r) : _mm512_maskz_expandloadu_ps(m0, r));
+                x1 = _mm512_add_ps(x1, full ? _mm512_loadu_ps(r + 16) : _mm512_maskz_expandloadu_ps(m1, r + n0));
+            }
+            x0 = onnxc_sg_act512(e->act, e->a, e->b, x0);
+            x1 = onnxc_sg_act512(e->act, e->a, e->b, x1);
+        }
+        if (full) {
+            _mm512_storeu_ps(yi, x0);
+            _mm512_storeu_ps(yi + 16, x1);
+        } else {
+            _mm512_mask_compressstoreu_ps(yi, m0, x0);
+            _mm512_mask_compressstoreu_ps(yi + n0, m1, x1);
+        }
+    }
+}
+
+int onnxc_ci_conv(int threads, int64_t M, int64_t K, const float *Ap, const float *xp, const int64_t *koff,
+                  int64_t XWs, int64_t OH, int64_t OW, float *Y, const onnxc_sg_epi *epi) {
+    const int64_t NR = ONNXC_SG_NR, OP = OH * OW, VP = OH * XWs, tiles = (VP + NR - 1) / NR;
+    if (M <= 0 || OP <= 0) return 0;
+    const int nt = threads > 1 && (double)M * (double)K * (double)OP >= ONNXC_GEMM_PAR_MIN
+                       ? (tiles < threads ? (int)tiles : threads) : 1;
+    const onnxc_sg_epi *ek = onnxc_sg_epi_in_kernel(epi) ? epi : NULL;
+#pragma omp parallel num_threads(nt) if (nt > 1)
+    for (int64_t pc = 0; pc < K; pc += ONNXC_SG_KC) {
+        const int64_t kc = K - pc < ONNXC_SG_KC ? K - pc : ONNXC_SG_KC;
+        const int last = pc + kc >= K;
+#pragma omp for schedule(static)
+        for (int64_t t = 0; t < tiles; t++) {
+            const int64_t v0 = t * NR;
+            /* valid lanes: virtual positions below VP whose column is below OW */
+            uint32_t valid = 0;
+            int64_t oh = v0 / XWs, ow = v0 % XWs;
+            for (int l = 0; l < (int)NR && v0 + l < VP; l++) {
+                if (ow < OW) valid |= 1u << l;
+                if (++ow == XWs) {
+                    ow = 0;
+                    oh++;
+                }
+            }
+            if (!valid) continue;
+            const int f = __builtin_ctz(valid); /* first valid lane: its output position */
+            const int64_t yp = (v0 + f) / XWs * OW + (v0 + f) % XWs;
+            const int full = valid == 0xFFFFFFFFu; /* then the 32 outputs are consecutive */
+            const __mmask16 m0 = (__mmask16)(valid & 0xFFFF), m1 = (__mmask16)(valid >> 16);
+            const int nvalid = __builtin_popcount(valid);
+            const float *xb = xp + v0;
+            for (int64_t ir = 0; ir < M; ir += ONNXC_SG_MR) {
+                const int mr = M - ir < ONNXC_SG_MR ? (int)(M - ir) : (int)ONNXC_SG_MR;
+                const float *a = Ap + ir * K + pc * ONNXC_SG_MR;
+                float *y = Y + ir * OP + yp;
+                const onnxc_sg_epi *e = last ? ek : NULL;
+                if (mr > 8) onnxc_ci_k512(12, kc, a, xb, koff + pc, y, OP, mr, m0, m1, full, pc > 0, e, ir, yp);
+                else if (mr > 4) onnxc_ci_k512(8, kc, a, xb, koff + pc, y, OP, mr, m0, m1, full, pc > 0, e, ir, yp);
+                else onnxc_ci_k512(4, kc, a, xb, koff + pc, y, OP, mr, m0, m1, full, pc > 0, e, ir, yp);
+                if (last && epi && !ek) onnxc_sg_epilogue(epi, y, OP, ir, yp, mr, nvalid);
+            }
+        }
+    }
+    return 0;
+}
+
+#endif /* ONNXC_CI_AVAILABLE */
