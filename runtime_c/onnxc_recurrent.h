@@ -251,7 +251,7 @@ ONNXC_RNN_DEFINE(double, d, ONNXC_RNN_P_D)
  * dense sample). NaN propagates; large arguments saturate to 0, 1 or +-1 exactly. */
 #if defined(__AVX512F__)
 #include <immintrin.h>
-#include "onnxc_vmath.h"
+#include "onnxc_vmath_kern.h"
 
 /* exp(y) for y <= 0 (NaN stays NaN): the vector exp of onnxc_vmath.h. */
 static inline __m512 onnxc_rnn_vexp_neg(__m512 y) { return onnxc_vexpf16(y); }
