@@ -52,7 +52,7 @@ static inline uint16_t onnxc_to_half_bits(uint16_t sign, int64_t e, uint64_t m, 
     uint64_t q = full >> shift, rem = full & (((uint64_t)1 << shift) - 1), half = (uint64_t)1 << (shift - 1);
     if (rem > half || (rem == half && (q & 1))) q++;
     /* a carry out of the mantissa bumps the exponent, which the addition does by itself */
-    return (uint16_t)(sign | (uint16_t)((uint64_t)he << 10) + (uint16_t)q);
+    return (uint16_t)(sign | ((uint16_t)((uint64_t)he << 10) + (uint16_t)q));
 }
 
 /* float -> float16 bits, round to nearest even */

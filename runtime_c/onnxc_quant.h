@@ -4,12 +4,16 @@
  * quantized type's range; NaN maps to the low end of the range (what a saturating conversion of the
  * ONNX reference implementation gives on x86). float16 / bfloat16 arithmetic is emulated in float32
  * by rounding each result back to the half type (exact: float32 has more than twice the precision).
+ * The scalar helpers are static inline (per-element loops inline them); the integer GEMM
+ * onnxc_qgemm_s16 is compiled once into the runtime library (onnxc_quant.c).
  */
 #ifndef ONNXC_QUANT_H
 #define ONNXC_QUANT_H
 
 #include <math.h>
 #include <stdint.h>
+
+#include "onnxc.h"
 #include "onnxc_half.h"
 
 /* r clamped to [lo, hi]; NaN -> lo */
@@ -31,45 +35,9 @@ static inline double onnxc_requant(int32_t acc, float mult, double zp, double lo
  * A is M x K, BT is B transposed (N x K), both int16 with |values| <= 255 so every product fits; sums
  * wrap in 32 bits (unsigned, so overflow is defined). 4 x 2 blocks of dot products over contiguous K,
  * which compilers turn into multiply-add instructions on int16 pairs (pmaddwd / vpdpwssd); columns
- * go in chunks of about 96 KiB of BT so a chunk stays in cache while every row block passes over it. */
-static inline void onnxc_qgemm_s16(int64_t M, int64_t N, int64_t K, const int16_t *A, int64_t lda, const int16_t *BT,
-                            int64_t ldb, uint32_t *C, int64_t ldc, int threads) {
-    const int64_t M4 = M - M % 4, N2 = N - N % 2;
-    int64_t NC = (int64_t)(49152 / (K > 0 ? K : 1)) & ~(int64_t)1;
-    if (NC < 2) NC = 2;
-    const int64_t nchunks = (N2 + NC - 1) / NC, mblocks = M4 / 4;
-    (void)threads;
-#pragma omp parallel for collapse(2) num_threads(threads) if (threads > 1 && M4 * N * K >= (1 << 18)) \
-    schedule(static)
-    for (int64_t nc = 0; nc < nchunks; nc++) {
-        for (int64_t mb = 0; mb < mblocks; mb++) {
-            const int64_t m = mb * 4, nend = (nc + 1) * NC < N2 ? (nc + 1) * NC : N2;
-            const int16_t *restrict a0 = A + m * lda, *restrict a1 = a0 + lda, *restrict a2 = a1 + lda;
-            const int16_t *restrict a3 = a2 + lda;
-            for (int64_t n = nc * NC; n < nend; n += 2) {
-                const int16_t *restrict b0 = BT + n * ldb, *restrict b1 = b0 + ldb;
-                uint32_t s00 = 0, s01 = 0, s10 = 0, s11 = 0, s20 = 0, s21 = 0, s30 = 0, s31 = 0;
-                for (int64_t k = 0; k < K; k++) {
-                    const int32_t y0 = b0[k], y1 = b1[k];
-                    s00 += (uint32_t)(a0[k] * y0); s01 += (uint32_t)(a0[k] * y1);
-                    s10 += (uint32_t)(a1[k] * y0); s11 += (uint32_t)(a1[k] * y1);
-                    s20 += (uint32_t)(a2[k] * y0); s21 += (uint32_t)(a2[k] * y1);
-                    s30 += (uint32_t)(a3[k] * y0); s31 += (uint32_t)(a3[k] * y1);
-                }
-                uint32_t *c = C + m * ldc + n;
-                c[0] = s00; c[1] = s01; c[ldc] = s10; c[ldc + 1] = s11;
-                c[2 * ldc] = s20; c[2 * ldc + 1] = s21; c[3 * ldc] = s30; c[3 * ldc + 1] = s31;
-            }
-        }
-    }
-    for (int64_t m = 0; m < M; m++) { /* the last column (N odd) of full row blocks, and the last rows */
-        for (int64_t n = m < M4 ? N2 : 0; n < N; n++) {
-            const int16_t *restrict a = A + m * lda, *restrict b = BT + n * ldb;
-            uint32_t s = 0;
-            for (int64_t k = 0; k < K; k++) s += (uint32_t)(a[k] * (int32_t)b[k]);
-            C[m * ldc + n] = s;
-        }
-    }
-}
+ * go in chunks of about 96 KiB of BT so a chunk stays in cache while every row block passes over it.
+ * Compiled once into the runtime library (onnxc_quant.c). */
+ONNXC_RT_API void onnxc_qgemm_s16(int64_t M, int64_t N, int64_t K, const int16_t *A, int64_t lda,
+                                  const int16_t *BT, int64_t ldb, uint32_t *C, int64_t ldc, int threads);
 
 #endif

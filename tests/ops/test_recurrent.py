@@ -14,6 +14,7 @@ from onnx import helper
 
 import onnxc
 from onnxc.codegen.compiler import default_cc, has_openmp, runtime_dir
+from onnxc.codegen.runtime_lib import sources_for
 from onnxc.ir import OnnxcError, ShapeError
 
 from .rnn_reference import GATES, run
@@ -185,7 +186,8 @@ def test_panel_product_against_naive(tmp_path):
     src.write_text(MUL_TEST_C)
     exe = tmp_path / "rnn_mul_test"
     cc = default_cc()
-    cmd = [cc, "-std=gnu11", "-O2", "-march=native", "-I", str(runtime_dir()), str(src), "-o", str(exe), "-lm"]
+    srcs = [str(src), *map(str, sources_for(MUL_TEST_C))]
+    cmd = [cc, "-std=gnu11", "-O2", "-march=native", "-I", str(runtime_dir()), *srcs, "-o", str(exe), "-lm"]
     if has_openmp(cc):
         cmd.insert(1, "-fopenmp")
     subprocess.run(cmd, check=True, capture_output=True)

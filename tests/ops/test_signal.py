@@ -14,6 +14,7 @@ from onnx import helper
 
 import onnxc
 from onnxc.codegen.compiler import default_cc, has_openmp, runtime_dir
+from onnxc.codegen.runtime_lib import sources_for
 from onnxc.ir import OnnxcError, ShapeError
 
 from .util import check_node, node_model
@@ -263,7 +264,8 @@ def test_fft_against_naive_dft(tmp_path):
     src.write_text(FFT_TEST_C)
     exe = tmp_path / "fft_test"
     cc = default_cc()
-    cmd = [cc, "-std=gnu11", "-O2", "-march=native", "-I", str(runtime_dir()), str(src), "-o", str(exe), "-lm"]
+    srcs = [str(src), *map(str, sources_for(FFT_TEST_C))]
+    cmd = [cc, "-std=gnu11", "-O2", "-march=native", "-I", str(runtime_dir()), *srcs, "-o", str(exe), "-lm"]
     if has_openmp(cc):
         cmd.insert(1, "-fopenmp")
     subprocess.run(cmd, check=True, capture_output=True)
