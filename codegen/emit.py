@@ -86,7 +86,7 @@ def emit_c(p: Program, prefix: str = _PREFIX, profile: bool = False, units: int 
     # (read before everything, codegen/runtime_lib.py) or from these lines
     helpers = sorted(helpers.values(), key=lambda h: not h.startswith('#include "onnxc'))
     if units > 1:
-        unique = _unique_kernels(p, _kernel_names(p), "static", "")
+        unique = _unique_kernels(p, _kernel_names(p), "ONNXC_KERNEL", "")
         units = max(1, min(units, sum((st["body"] or "").count("\n") for st in unique) // UNIT_MIN_LINES))
     values = _program_values(p, prefix, profile, extern=units > 1)
     if units == 1:
@@ -172,7 +172,7 @@ def _program_values(p: Program, prefix: str, profile: bool = False, extern: bool
                         "free": "onnxc_value_free" if b.is_value else "free",
                         "dims": [p.dim_c(d) for d in shape], "nbytes": "" if b.is_value else _nbytes(p, b)})
     prof: list[str] | None = [] if profile else None  # descriptions of the profiled steps, in order
-    steps = _unique_kernels(p, names, "ONNXC_RT_API" if extern else "static", pre)
+    steps = _unique_kernels(p, names, "ONNXC_KERNEL_EXTERN" if extern else "ONNXC_KERNEL", pre)
     return dict(prefix=prefix, steps=steps,
                 input_names=[c_string(n) for n, _ in p.inputs],
                 dim_names=[c_string(n) for n in p.dimvars], ndim_alloc=max(1, len(p.dimvars)),

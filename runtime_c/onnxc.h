@@ -20,6 +20,16 @@ extern "C" {
 
 #define ONNXC_MAX_RANK 16
 
+/* A kernel of a model unit: a step of the run function, called once per run. Not inlined into the run
+ * function: that gains nothing and makes the compiler optimize one huge function (slower to compile). */
+#if defined(__GNUC__) || defined(__clang__)
+#define ONNXC_KERNEL static __attribute__((noinline))
+#define ONNXC_KERNEL_EXTERN __attribute__((noinline, visibility("hidden"))) /* defined in another unit */
+#else
+#define ONNXC_KERNEL static
+#define ONNXC_KERNEL_EXTERN
+#endif
+
 /* Runtime library functions (the runtime_c sources, compiled once into libonnxc_rt.a and linked statically
  * into each model library, codegen/runtime_lib.py) are declared with ONNXC_RT_API: hidden, so they
  * stay local to the library that links them (several models or artifacts can share a process). */
