@@ -156,38 +156,8 @@ def regex_full_match(ctx: KernelCtx) -> str:
 
 # -- StringSplit ----------------------------------------------------------------------------------
 
-_SPLIT_HELPER = r"""
-/* The next piece of a StringSplit element (Python's str.split): *p is the cursor (NULL when done),
- * *left the splits still allowed (< 0: no limit); no delimiter (dlen 0) splits at whitespace runs. */
-static int onnxc_split_next(const char **p, const char *delim, size_t dlen, int64_t *left,
-                            const char **start, size_t *len) {
-    const char *s = *p;
-    if (!s) return 0;
-    if (dlen) {
-        const char *q = *left != 0 ? strstr(s, delim) : NULL;
-        *start = s;
-        if (q) { *len = (size_t)(q - s); *p = q + dlen; if (*left > 0) (*left)--; }
-        else { *len = strlen(s); *p = NULL; }
-        return 1;
-    }
-    int w;
-    while ((w = onnxc_utf8_space((const unsigned char *)s))) s += w;
-    if (!*s) { *p = NULL; return 0; }
-    *start = s;
-    if (*left == 0) { *len = strlen(s); *p = NULL; return 1; }
-    const char *q = s;
-    while (*q && !onnxc_utf8_space((const unsigned char *)q)) q++;
-    *len = (size_t)(q - s);
-    *p = q;
-    if (*left > 0) (*left)--;
-    return 1;
-}
-"""
-
-
 def _split_setup(ctx: KernelCtx) -> list[str]:
-    include(ctx)
-    ctx.helper("onnxc_split_next", _SPLIT_HELPER)
+    include(ctx)  # onnxc_split_next
     delim, maxsplit = split_args(ctx.node)
     d = str_lit(delim or "")
     return [f"static const char delim_[] = {d};", "const size_t dlen_ = sizeof delim_ - 1;",

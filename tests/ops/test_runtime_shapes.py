@@ -21,6 +21,7 @@ from onnx.reference import ReferenceEvaluator
 
 import onnxc
 from onnxc.codegen.compiler import runtime_dir
+from onnxc.codegen.runtime_lib import sources_for
 from onnxc.ir import RuntimeFailure, UnsupportedOpError
 
 F, I64, I32, B = TP.FLOAT, TP.INT64, TP.INT32, TP.BOOL
@@ -401,7 +402,7 @@ def test_runtime_shapes_under_address_sanitizer():
         exe = Path(d, "a.out")
         subprocess.run(["gcc", "-std=gnu11", "-g", "-O1", "-fsanitize=address,undefined", "-fno-omit-frame-pointer",
                         "-I", str(runtime_dir()), "-o", str(exe), str(Path(d, "model.c")), str(Path(d, "main.c")),
-                        "-lm"], check=True, capture_output=True, text=True)
+                        *map(str, sources_for(cm.c_source)), "-lm"], check=True, capture_output=True, text=True)
         r = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120,
                            env={**os.environ, "ASAN_OPTIONS": "detect_leaks=1:halt_on_error=1",
                                 "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1"})

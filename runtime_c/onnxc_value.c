@@ -1,0 +1,92 @@
+/* onnxc_value.c: the implementation of onnxc_value.h (compiled once into the runtime library). */
+#include "onnxc_value.h"
+
+/* A new empty value of the given kind (calloc'd: no items); NULL when out of memory. */
+onnxc_value *onnxc_value_new(int32_t kind, int32_t elem_dtype) {
+    onnxc_value *v = (onnxc_value *)calloc(1, sizeof(onnxc_value));
+    if (v) { v->kind = kind; v->elem_dtype = elem_dtype; }
+    return v;
+}
+
+/* Free v and everything it owns (NULL is allowed). */
+void onnxc_value_free(onnxc_value *v) {
+    if (!v) return;
+    if (v->kind == ONNXC_TENSOR) free(v->t.data);
+    for (int64_t i = 0; i < v->n; i++) onnxc_value_free(v->items[i]);
+    free(v->items);
+    free(v);
+}
+
+/* A tensor value holding a copy of t (its data is copied). NULL when out of memory. */
+onnxc_value *onnxc_value_from_tensor(const onnxc_tensor *t) {
+    onnxc_value *v = onnxc_value_new(ONNXC_TENSOR, t->dtype);
+    if (!v) return NULL;
+    v->t = *t;
+    size_t nb = onnxc_tensor_nbytes(t);
+    v->t.data = onnxc_alloc(nb);
+    if (!v->t.data) { free(v); return NULL; }
+    if (nb) memcpy(v->t.data, t->data, nb);
+    return v;
+}
+
+/* A tensor value taking ownership of t->data (allocated with onnxc_alloc). */
+onnxc_value *onnxc_value_adopt(onnxc_tensor *t) {
+    onnxc_value *v = onnxc_value_new(ONNXC_TENSOR, t->dtype);
+    if (!v) return NULL;
+    v->t = *t;
+    t->data = NULL;
+    return v;
+}
+
+/* A deep copy of v (NULL for NULL); NULL when out of memory. */
+onnxc_value *onnxc_value_clone(const onnxc_value *v) {
+    if (!v) return NULL;
+    if (v->kind == ONNXC_TENSOR) return onnxc_value_from_tensor(&v->t);
+    onnxc_value *c = onnxc_value_new(v->kind, v->elem_dtype);
+    if (!c || v->kind == ONNXC_NONE || v->n == 0) return c;
+    c->items = (onnxc_value **)calloc((size_t)v->n, sizeof(onnxc_value *));
+    if (!c->items) { free(c); return NULL; }
+    c->cap = v->n;
+    for (int64_t i = 0; i < v->n; i++) {
+        c->items[i] = onnxc_value_clone(v->items[i]);
+        c->n = i + 1;
+        if (!c->items[i]) { onnxc_value_free(c); return NULL; }
+    }
+    return c;
+}
+
+/* Insert item (ownership passes) at position pos (0..n) of sequence s; 0 or -1 when out of memory. */
+int onnxc_seq_insert(onnxc_value *s, int64_t pos, onnxc_value *item) {
+    if (s->n == s->cap) {
+        int64_t cap = s->cap ? 2 * s->cap : 4;
+        onnxc_value **p = (onnxc_value **)realloc(s->items, (size_t)cap * sizeof(onnxc_value *));
+        if (!p) return -1;
+        s->items = p;
+        s->cap = cap;
+    }
+    memmove(s->items + pos + 1, s->items + pos, (size_t)(s->n - pos) * sizeof(onnxc_value *));
+    s->items[pos] = item;
+    s->n++;
+    return 0;
+}
+
+/* Release what a descriptor owns (tensor data or a value tree) and clear it. */
+void onnxc_desc_release(onnxc_tensor *t) {
+    if (t->dtype == ONNXC_VALUE_DTYPE) onnxc_value_free((onnxc_value *)t->data);
+    else free(t->data);
+    t->data = NULL;
+}
+
+/* dst becomes an owning deep copy of src; 0, or -1 when out of memory. */
+int onnxc_desc_copy(const onnxc_tensor *src, onnxc_tensor *dst) {
+    *dst = *src;
+    if (src->dtype == ONNXC_VALUE_DTYPE) {
+        dst->data = onnxc_value_clone((const onnxc_value *)src->data);
+        return dst->data ? 0 : -1;
+    }
+    size_t nb = onnxc_tensor_nbytes(src);
+    dst->data = onnxc_alloc(nb);
+    if (!dst->data) return -1;
+    if (nb) memcpy(dst->data, src->data, nb);
+    return 0;
+}
