@@ -148,7 +148,7 @@ static inline void onnxc_gv_tile(int mr, int64_t kc, const float *x, int64_t lda
     ONNXC_GV_CASE_W(1, nv)
 }
 
-/* Panels [p0, p1) of one product (see the top of this file). */
+/* Panels [p0, p1) of one product (see the top of onnxc_gemv.h). */
 static inline void onnxc_gv_panels(int64_t p0, int64_t p1, int64_t M, int64_t N, int64_t K, float alpha,
                                    const float *A, int64_t lda, const float *Bp, float beta, const float *C,
                                    int64_t csi, int64_t csj, const float *R, int act, float act_a, float act_b,
@@ -197,7 +197,7 @@ static inline void onnxc_gv_panels(int64_t p0, int64_t p1, int64_t M, int64_t N,
     }
 }
 
-/* See the top of this file. */
+/* See onnxc_gemv.h. */
 void onnxc_gemv(int threads, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                 const float *Bp, float beta, const float *C, int64_t csi, int64_t csj, const float *R, int act,
                 float act_a, float act_b, float *Y, int64_t ldy) {

@@ -153,7 +153,7 @@ static inline void onnxc_wino_output(const float *m, int64_t ps, const onnxc_win
     }
 }
 
-/* See the top of this file. */
+/* See onnxc_winograd.h. */
 int onnxc_wino_conv(int threads, const float *x, const float *U, float *y, int64_t N, int64_t C, int64_t IH,
                     int64_t IW, int64_t M, int64_t OH, int64_t OW, int64_t PH, int64_t PW, const onnxc_sg_epi *epi,
                     int64_t budget) {
