@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import re
 from collections.abc import Callable
 from dataclasses import replace
 
 from onnxc.ir import DType
 from onnxc.passes.shapes.cast import half_to_float
 
-from .base import KernelCtx, Operand
+from .base import WHO, KernelCtx, Operand
 
 HALF = frozenset({DType.FLOAT16, DType.BFLOAT16})
 HEADER = '#include "onnxc_half.h"'
@@ -75,6 +76,8 @@ def via_float32(fn: Callable[[KernelCtx], str]) -> Callable[[KernelCtx], str]:
         params = ["onnxc_rt *rt", "const int64_t *D"]
         params += [f"const {op.ctype} *restrict {op.ptr}" for op in fctx.ins if op is not None]
         params += [f"{op.ctype} *restrict {op.ptr}" for op in fctx.outs]
+        uses_who = re.search(rf"\b{WHO}\b", body) is not None  # the node's name, passed on (KernelCtx.who)
+        params += [f"const char *{WHO}"] if uses_who else []
         sig = ", ".join(params)
         name = "onnxc_f32_" + hashlib.sha1(f"{sig}\n{body}".encode()).hexdigest()[:16]
         ctx.helper(name, f"static int {name}({sig}) {{\n(void)rt; (void)D;\n{body}\n}}")
@@ -93,6 +96,7 @@ def via_float32(fn: Callable[[KernelCtx], str]) -> Callable[[KernelCtx], str]:
                 lines.append(f"for (int64_t i = 0; i < {o.numel()}; i++) f_{o.ptr}[i] = {load(o.dtype, f'{o.ptr}[i]')};")
         args = ["rt", "D"] + [(f"f_{o.ptr}" if o.dtype in HALF else o.ptr) for o in ctx.ins if o is not None]
         args += [(f"f_{o.ptr}" if o.dtype in HALF else o.ptr) for o in ctx.outs]
+        args += [ctx.who] if uses_who else []
         lines.append(f"rc = {name}({', '.join(args)});")
         for o in ctx.outs:
             if o.dtype in HALF:

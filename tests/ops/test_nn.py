@@ -13,6 +13,7 @@ import pytest
 
 import onnxc
 from onnxc.codegen.compiler import default_cc, has_openmp, runtime_dir
+from onnxc.codegen.runtime_lib import sources_for
 from onnxc.ir import ShapeError, UnsupportedOpError
 
 from .util import check_node, node_model
@@ -89,7 +90,8 @@ def test_c_gemm_matches_reference(tmp_path):
     src.write_text(GEMM_TEST_C)
     exe = tmp_path / "gemm_test"
     cc = default_cc()
-    cmd = [cc, "-std=gnu11", "-O2", "-march=native", "-I", str(runtime_dir()), str(src), "-o", str(exe), "-lm"]
+    cmd = [cc, "-std=gnu11", "-O2", "-march=native", "-I", str(runtime_dir()), str(src),
+           *map(str, sources_for(GEMM_TEST_C)), "-o", str(exe), "-lm"]
     if has_openmp(cc):
         cmd.insert(1, "-fopenmp")
     subprocess.run(cmd, check=True, capture_output=True)
