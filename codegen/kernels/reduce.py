@@ -423,9 +423,8 @@ def topk_kernel(ctx: KernelCtx) -> str:
     dt = x.dtype
     axis = _axis(ctx, -1)
     largest = bool(ctx.attr("largest", 1))
-    name = f"onnxc_topk_{dt.short}_{'max' if largest else 'min'}"
-    ctx.helper(name, render("reduce.c.j2", kind="topk_helper", fname=name, T=x.ctype,
-                            cmp=">" if largest else "<"))
+    name = f"onnxc_topk_{dt.short}_{'max' if largest else 'min'}"  # runtime_c/onnxc_select.c
+    ctx.helper("onnxc_select", '#include "onnxc_select.h"')
     k = ctx.outs[0].shape[axis]
     n = x.shape[axis]
     static_ok = isinstance(k, int) and isinstance(n, int) and k <= n

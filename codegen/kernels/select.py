@@ -4,7 +4,8 @@ NonMaxSuppression.
 Each has a shape function that counts what the kernel will select (the run-time dim of
 passes/shapes/select.py); the run function then allocates the outputs and the kernel fills them.
 Unique and NonMaxSuppression do their selection twice (count, then fill) with the same C helper, so
-the two passes agree by construction.
+the two passes agree by construction. The helpers (per element type: onnxc_uq_sort_<type>,
+onnxc_nms_<type>) are runtime_c/onnxc_select.c, compiled once into the runtime library.
 
 Unique views the input as [O, N, I] (N slices along the axis; O = I = 1 and N = size without an
 axis), sorts slice indices with a stable merge sort (numeric order, NaN last and equal to NaN), so
@@ -14,7 +15,7 @@ first occurrence.
 
 from __future__ import annotations
 
-from onnxc.ir import DType, Node
+from onnxc.ir import Node
 from onnxc.passes.shapes.select import compress_axis, unique_axis
 
 from . import dynshape as ds
@@ -22,6 +23,8 @@ from . import half
 from .base import KernelCtx, kernel
 from .copyutil import MOVABLE, MOVES, cprod
 from .typesets import FLOATS
+
+HEADER = '#include "onnxc_select.h"'
 
 
 def _scores_accepts(node: Node) -> str | None:
@@ -97,53 +100,11 @@ def compress(ctx: KernelCtx) -> str:
 
 # -- Unique ---------------------------------------------------------------------------------------
 
-_UNIQUE_HELPER = """\
-/* Order of slices a and b of the [O, N, I] view: numeric, NaN last and equal to NaN. */
-static int onnxc_uq_cmp_{S}(const {T} *x, int64_t O, int64_t N, int64_t I, int64_t a, int64_t b) {{
-    for (int64_t o = 0; o < O; o++) {{
-        const {T} *p = x + (o * N + a) * I, *q = x + (o * N + b) * I;
-        for (int64_t i = 0; i < I; i++) {{
-            const {V} u = {load}(p[i]), v = {load}(q[i]);
-            if (u < v) return -1;
-            if (v < u) return 1;
-            {nan}
-        }}
-    }}
-    return 0;
-}}
-
-/* Stable merge sort of the slice indices into perm (tmp: N more entries); returns the number of
- * distinct slices. Equal slices end up adjacent, first occurrence first. */
-static int64_t onnxc_uq_sort_{S}(const {T} *x, int64_t O, int64_t N, int64_t I, int64_t *perm, int64_t *tmp) {{
-    for (int64_t i = 0; i < N; i++) perm[i] = i;
-    for (int64_t w = 1; w < N; w *= 2) {{
-        for (int64_t lo = 0; lo < N; lo += 2 * w) {{
-            const int64_t mid = lo + w < N ? lo + w : N, hi = lo + 2 * w < N ? lo + 2 * w : N;
-            int64_t i = lo, j = mid, k = lo;
-            while (i < mid && j < hi)
-                tmp[k++] = onnxc_uq_cmp_{S}(x, O, N, I, perm[j], perm[i]) < 0 ? perm[j++] : perm[i++];
-            while (i < mid) tmp[k++] = perm[i++];
-            while (j < hi) tmp[k++] = perm[j++];
-        }}
-        memcpy(perm, tmp, (size_t)N * sizeof(int64_t));
-    }}
-    int64_t groups = 0;
-    for (int64_t p = 0; p < N; p++)
-        groups += p == 0 || onnxc_uq_cmp_{S}(x, O, N, I, perm[p - 1], perm[p]) != 0;
-    return groups;
-}}"""
-
-
 def _unique_setup(ctx: KernelCtx) -> tuple[str, list[str]]:
-    """The helper's suffix and C declaring O, N, I."""
+    """The helpers' suffix (onnxc_uq_cmp_<S>, onnxc_uq_sort_<S>) and C declaring O, N, I."""
     x = ctx.ins[0]
     dt = x.dtype
-    nan = "const int nu = u != u, nv = v != v; if (nu != nv) return nu ? 1 : -1;" if dt.is_float else ""
-    if dt in half.HALF:
-        half.use(ctx)
-    load = {DType.FLOAT16: "onnxc_h2f", DType.BFLOAT16: "onnxc_bf2f"}.get(dt, "")
-    ctx.helper(f"onnxc_uq_{dt.short}", _UNIQUE_HELPER.format(S=dt.short, T=x.ctype, nan=nan, load=load,
-                                                             V=half.compute_type(dt).c))
+    ctx.helper("onnxc_select", HEADER)
     axis = unique_axis(ctx.node, x.rank)
     if axis is None:
         o, n, i = "1", x.numel(), "1"
@@ -198,73 +159,11 @@ def unique(ctx: KernelCtx) -> str:
 
 # -- NonMaxSuppression ----------------------------------------------------------------------------
 
-_NMS_HELPER = """\
-/* Whether boxes i and j (rows of b) overlap with IoU > thr; the reference's arithmetic, in {T}. */
-static int onnxc_nms_suppress_{S}(const {T} *b, int64_t i, int64_t j, int cpb, {T} thr) {{
-    const {T} *p = b + i * 4, *q = b + j * 4;
-    {T} x1min, x1max, x2min, x2max, y1min, y1max, y2min, y2max;
-    if (cpb == 0) {{
-        x1min = p[1] < p[3] ? p[1] : p[3]; x1max = p[1] < p[3] ? p[3] : p[1];
-        x2min = q[1] < q[3] ? q[1] : q[3]; x2max = q[1] < q[3] ? q[3] : q[1];
-        y1min = p[0] < p[2] ? p[0] : p[2]; y1max = p[0] < p[2] ? p[2] : p[0];
-        y2min = q[0] < q[2] ? q[0] : q[2]; y2max = q[0] < q[2] ? q[2] : q[0];
-    }} else {{
-        x1min = p[0] - p[2] / 2; x1max = p[0] + p[2] / 2; x2min = q[0] - q[2] / 2; x2max = q[0] + q[2] / 2;
-        y1min = p[1] - p[3] / 2; y1max = p[1] + p[3] / 2; y2min = q[1] - q[3] / 2; y2max = q[1] + q[3] / 2;
-    }}
-    const {T} ixmin = x1min > x2min ? x1min : x2min, ixmax = x1max < x2max ? x1max : x2max;
-    if (ixmax <= ixmin) return 0;
-    const {T} iymin = y1min > y2min ? y1min : y2min, iymax = y1max < y2max ? y1max : y2max;
-    if (iymax <= iymin) return 0;
-    const {T} inter = (ixmax - ixmin) * (iymax - iymin);
-    if (inter <= 0) return 0;
-    const {T} a1 = (x1max - x1min) * (y1max - y1min), a2 = (x2max - x2min) * (y2max - y2min);
-    const {T} uni = a1 + a2 - inter;
-    if (a1 <= 0 || a2 <= 0 || uni <= 0) return 0;
-    return inter / uni > thr;
-}}
-
-/* Greedy NMS per batch and class; writes [batch, class, box] rows to out (when not NULL) and returns
- * their count. work holds 3 * S entries. */
-static int64_t onnxc_nms_{S}(const {T} *boxes, const {T} *scores, int64_t B, int64_t C, int64_t S, int64_t maxout,
-                             {T} iou, int has_thr, {T} thr, int cpb, int64_t *out, int64_t *work) {{
-    int64_t n = 0, *cand = work, *tmp = work + S, *sel = work + 2 * S;
-    for (int64_t b = 0; b < B; b++)
-        for (int64_t c = 0; c < C; c++) {{
-            const {T} *sc = scores + (b * C + c) * S, *bx = boxes + b * S * 4;
-            int64_t m = 0;
-            for (int64_t s = 0; s < S; s++)
-                if (!has_thr || sc[s] > thr) cand[m++] = s;
-            for (int64_t w = 1; w < m; w *= 2) {{ /* stable merge sort, highest score first */
-                for (int64_t lo = 0; lo < m; lo += 2 * w) {{
-                    const int64_t mid = lo + w < m ? lo + w : m, hi = lo + 2 * w < m ? lo + 2 * w : m;
-                    int64_t i = lo, j = mid, k = lo;
-                    while (i < mid && j < hi) tmp[k++] = sc[cand[j]] > sc[cand[i]] ? cand[j++] : cand[i++];
-                    while (i < mid) tmp[k++] = cand[i++];
-                    while (j < hi) tmp[k++] = cand[j++];
-                }}
-                memcpy(cand, tmp, (size_t)m * sizeof(int64_t));
-            }}
-            int64_t ns = 0;
-            for (int64_t t = 0; t < m && ns < maxout; t++) {{
-                const int64_t s = cand[t];
-                int keep = 1;
-                for (int64_t q = 0; q < ns && keep; q++) keep = !onnxc_nms_suppress_{S}(bx, s, sel[q], cpb, iou);
-                if (!keep) continue;
-                sel[ns++] = s;
-                if (out) {{ out[3 * n] = b; out[3 * n + 1] = c; out[3 * n + 2] = s; }}
-                n++;
-            }}
-        }}
-    return n;
-}}"""
-
-
 def _nms_call(ctx: KernelCtx, out: str) -> str:
     """C computing ``n`` = the selected count (and writing rows to ``out`` unless it is NULL)."""
     bx, sc = ctx.ins[0], ctx.ins[1]
     t, s = bx.ctype, bx.dtype.short
-    ctx.helper(f"onnxc_nms_{s}", _NMS_HELPER.format(S=s, T=t))
+    ctx.helper("onnxc_select", HEADER)
 
     def opt(i: int, expr: str, default: str) -> str:
         return expr if i < len(ctx.ins) and ctx.ins[i] is not None and ctx.ins[i].numel() != "0" else default

@@ -51,34 +51,14 @@ from onnxc.ir import DType
 from onnxc.passes.shapes.ml import ML
 from onnxc.passes.shapes.ml_svm import INPUT_TYPES, SvmSpec, classifier_spec, regressor_spec
 
+from . import ml_post
 from .base import KernelCtx, kernel
 from .ctables import float_lit, int_table, str_lit, table
-from .ml_post import use_probit
 
-_HELPERS = r"""
-/* onnxruntime's ml post transforms and Platt coupling, in float as it computes them. */
-static float onnxc_svm_logistic(float v) {
-    const float e = 1.0f / (1.0f + expf(-fabsf(v)));
-    return v < 0 ? 1.0f - e : e;
-}
-/* post_transform (1 SOFTMAX, 2 LOGISTIC, 3 SOFTMAX_ZERO, 4 PROBIT) over n >= 2 scores */
-static void onnxc_svm_post(float *s, int64_t n, int post) {
-    if (post == 2) {
-        for (int64_t j = 0; j < n; j++) s[j] = (float)(1.0 / (1.0 + exp(-(double)s[j])));
-    } else if (post == 4) {
-        for (int64_t j = 0; j < n; j++) s[j] = (float)onnxc_ml_probit(s[j]);
-    } else if (post == 1 || post == 3) {
-        float m = -3.40282347e+38f, sum = 0.0f;  /* -FLT_MAX */
-        for (int64_t j = 0; j < n; j++) if (s[j] > m) m = s[j];
-        const float z = expf(-m);
-        for (int64_t j = 0; j < n; j++) {
-            if (post == 3 && !(s[j] > 1e-7f || s[j] < -1e-7f)) { s[j] *= z; continue; }
-            s[j] = expf(s[j] - m);
-            sum += s[j];
-        }
-        for (int64_t j = 0; j < n; j++) s[j] /= sum;
-    }
-}
+# libsvm's coupling stays in the model's translation unit: compiled there, the class count k is a
+# constant and GCC contracts its float arithmetic into FMAs differently than in a generic copy
+# (last-bit differences in the probabilities); a runtime-library copy would change the outputs.
+_COUPLING = r"""
 /* libsvm's multi-class probability from pairwise probabilities r[k * k] into p[k]; Q[k * k], Qp[k]
  * are scratch. */
 static void onnxc_svm_coupling(int64_t k, const float *r, float *p, float *Q, float *Qp) {
@@ -237,8 +217,8 @@ def _classifier_linear(ctx: KernelCtx, spec: SvmSpec, labels: str) -> str:
 @kernel("SVMClassifier", domain=ML, types=INPUT_TYPES)
 def svm_classifier(ctx: KernelCtx) -> str:
     spec = classifier_spec(ctx.node)
-    use_probit(ctx)  # onnxc_svm_post refers to it
-    ctx.helper("onnxc_svm_helpers", _HELPERS)
+    ml_post.use(ctx)  # onnxc_svm_logistic, onnxc_svm_post, onnxc_ml_probit
+    ctx.helper("onnxc_svm_coupling", _COUPLING)
     if spec.label_type == DType.STRING:
         labels = table(ctx, "onnxc_str", [str_lit(s) for s in spec.labels])
     else:

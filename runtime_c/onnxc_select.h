@@ -1,0 +1,63 @@
+/* Run-time helpers of the selection kernels: Unique's slice sort, NonMaxSuppression's greedy box
+ * selection (codegen/kernels/select.py) and TopK's per-lane selection (codegen/kernels/reduce.py).
+ *
+ * One instance per element type, named by the type's short name S (onnxc_uq_sort_float,
+ * onnxc_nms_double, onnxc_topk_int64_max, ...): onnxc_select.c instantiates the internal template
+ * onnxc_select_impl.h for each type, compiled once into the runtime library.
+ */
+#ifndef ONNXC_SELECT_H
+#define ONNXC_SELECT_H
+
+#include "onnxc.h"
+
+/* Unique views its input as [O, N, I] (N slices along the axis).
+ * onnxc_uq_cmp_S: order of slices a and b: numeric, NaN last and equal to NaN.
+ * onnxc_uq_sort_S: stable merge sort of the slice indices into perm (tmp: N more entries); returns the
+ * number of distinct slices. Equal slices end up adjacent, first occurrence first. */
+#define ONNXC_UQ_DECLARE(S, T)                                                                            \
+    ONNXC_RT_API int onnxc_uq_cmp_##S(const T *x, int64_t O, int64_t N, int64_t I, int64_t a, int64_t b);  \
+    ONNXC_RT_API int64_t onnxc_uq_sort_##S(const T *x, int64_t O, int64_t N, int64_t I, int64_t *perm,     \
+                                           int64_t *tmp);
+ONNXC_UQ_DECLARE(float, float)
+ONNXC_UQ_DECLARE(double, double)
+ONNXC_UQ_DECLARE(float16, uint16_t)
+ONNXC_UQ_DECLARE(bfloat16, uint16_t)
+ONNXC_UQ_DECLARE(int8, int8_t)
+ONNXC_UQ_DECLARE(int16, int16_t)
+ONNXC_UQ_DECLARE(int32, int32_t)
+ONNXC_UQ_DECLARE(int64, int64_t)
+ONNXC_UQ_DECLARE(uint8, uint8_t)
+ONNXC_UQ_DECLARE(uint16, uint16_t)
+ONNXC_UQ_DECLARE(uint32, uint32_t)
+ONNXC_UQ_DECLARE(uint64, uint64_t)
+ONNXC_UQ_DECLARE(bool, bool)
+
+/* NonMaxSuppression: greedy NMS per batch and class (boxes [B, S, 4], scores [B, C, S]; a box is
+ * suppressed by a kept one when their IoU > iou, in the reference's arithmetic, in T); writes
+ * [batch, class, box] rows to out (when not NULL) and returns their count. work holds 3 * S entries. */
+#define ONNXC_NMS_DECLARE(S, T)                                                                           \
+    ONNXC_RT_API int64_t onnxc_nms_##S(const T *boxes, const T *scores, int64_t B, int64_t C, int64_t S_,  \
+                                       int64_t maxout, T iou, int has_thr, T thr, int cpb, int64_t *out,   \
+                                       int64_t *work);
+ONNXC_NMS_DECLARE(float, float)
+ONNXC_NMS_DECLARE(double, double)
+
+/* TopK of one lane of n elements (stride apart) into hv/hi (values and indices, best first; they hold
+ * 2 * n entries). _max: the larger value is better, _min: the smaller; ties go to the lower index. */
+#define ONNXC_TOPK_DECLARE(S, T)                                                                          \
+    ONNXC_RT_API void onnxc_topk_##S##_max(const T *x, int64_t n, int64_t stride, int64_t k, T *hv,        \
+                                           int64_t *hi);                                                  \
+    ONNXC_RT_API void onnxc_topk_##S##_min(const T *x, int64_t n, int64_t stride, int64_t k, T *hv,        \
+                                           int64_t *hi);
+ONNXC_TOPK_DECLARE(float, float)
+ONNXC_TOPK_DECLARE(double, double)
+ONNXC_TOPK_DECLARE(int8, int8_t)
+ONNXC_TOPK_DECLARE(int16, int16_t)
+ONNXC_TOPK_DECLARE(int32, int32_t)
+ONNXC_TOPK_DECLARE(int64, int64_t)
+ONNXC_TOPK_DECLARE(uint8, uint8_t)
+ONNXC_TOPK_DECLARE(uint16, uint16_t)
+ONNXC_TOPK_DECLARE(uint32, uint32_t)
+ONNXC_TOPK_DECLARE(uint64, uint64_t)
+
+#endif /* ONNXC_SELECT_H */
