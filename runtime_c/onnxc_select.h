@@ -1,36 +1,15 @@
-/* Run-time helpers of the selection kernels: Unique's slice sort, NonMaxSuppression's greedy box
- * selection (codegen/kernels/select.py) and TopK's per-lane selection (codegen/kernels/reduce.py).
+/* Run-time helpers of the selection kernels: NonMaxSuppression's greedy box selection
+ * (codegen/kernels/select.py) and TopK's per-lane selection (codegen/kernels/reduce.py).
  *
- * One instance per element type, named by the type's short name S (onnxc_uq_sort_float,
- * onnxc_nms_double, onnxc_topk_int64_max, ...): onnxc_select.c instantiates the internal template
- * onnxc_select_impl.h for each type, compiled once into the runtime library.
+ * One instance per element type, named by the type's short name (onnxc_nms_double,
+ * onnxc_topk_int64_max, ...): onnxc_select.c instantiates the internal template onnxc_select_impl.h
+ * for each type, compiled once into the runtime library. (Unique's sort stays in the model's
+ * translation unit: see codegen/kernels/select.py.)
  */
 #ifndef ONNXC_SELECT_H
 #define ONNXC_SELECT_H
 
 #include "onnxc.h"
-
-/* Unique views its input as [O, N, I] (N slices along the axis).
- * onnxc_uq_cmp_S: order of slices a and b: numeric, NaN last and equal to NaN.
- * onnxc_uq_sort_S: stable merge sort of the slice indices into perm (tmp: N more entries); returns the
- * number of distinct slices. Equal slices end up adjacent, first occurrence first. */
-#define ONNXC_UQ_DECLARE(S, T)                                                                            \
-    ONNXC_RT_API int onnxc_uq_cmp_##S(const T *x, int64_t O, int64_t N, int64_t I, int64_t a, int64_t b);  \
-    ONNXC_RT_API int64_t onnxc_uq_sort_##S(const T *x, int64_t O, int64_t N, int64_t I, int64_t *perm,     \
-                                           int64_t *tmp);
-ONNXC_UQ_DECLARE(float, float)
-ONNXC_UQ_DECLARE(double, double)
-ONNXC_UQ_DECLARE(float16, uint16_t)
-ONNXC_UQ_DECLARE(bfloat16, uint16_t)
-ONNXC_UQ_DECLARE(int8, int8_t)
-ONNXC_UQ_DECLARE(int16, int16_t)
-ONNXC_UQ_DECLARE(int32, int32_t)
-ONNXC_UQ_DECLARE(int64, int64_t)
-ONNXC_UQ_DECLARE(uint8, uint8_t)
-ONNXC_UQ_DECLARE(uint16, uint16_t)
-ONNXC_UQ_DECLARE(uint32, uint32_t)
-ONNXC_UQ_DECLARE(uint64, uint64_t)
-ONNXC_UQ_DECLARE(bool, bool)
 
 /* NonMaxSuppression: greedy NMS per batch and class (boxes [B, S, 4], scores [B, C, S]; a box is
  * suppressed by a kept one when their IoU > iou, in the reference's arithmetic, in T); writes

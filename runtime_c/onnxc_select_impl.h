@@ -1,55 +1,11 @@
 /* onnxc_select_impl.h: the selection helpers of onnxc_select.h written once for an element type (internal:
  * included only by onnxc_select.c, once per instance; not by model code).
  *
- * Unique, with ONNXC_UQ_T (element), ONNXC_UQ_V (compared type), ONNXC_UQ_LOAD(x) (element -> V),
- * ONNXC_UQ_NAN(u, v) (the NaN ordering statement, empty for integers) and ONNXC_UQ_FN(name) (name
- * with the type suffix) defined; NonMaxSuppression with ONNXC_NMS_T and ONNXC_NMS_FN(name); TopK with
- * ONNXC_TOPK_T, ONNXC_TOPK_CMP(a, b) (a is better than b), ONNXC_TOPK_FN(name) (internal helper names)
- * and ONNXC_TOPK_API (the instance's name). Each part undefines its macros at the end.
+ * NonMaxSuppression with ONNXC_NMS_T (element) and ONNXC_NMS_FN(name) (name with the type suffix)
+ * defined; TopK with ONNXC_TOPK_T, ONNXC_TOPK_CMP(a, b) (a is better than b), ONNXC_TOPK_FN(name)
+ * (internal helper names) and ONNXC_TOPK_API (the instance's name). Each part undefines its macros at
+ * the end.
  */
-
-#ifdef ONNXC_UQ_T
-/* Order of slices a and b of the [O, N, I] view: numeric, NaN last and equal to NaN. */
-int ONNXC_UQ_FN(onnxc_uq_cmp)(const ONNXC_UQ_T *x, int64_t O, int64_t N, int64_t I, int64_t a, int64_t b) {
-    for (int64_t o = 0; o < O; o++) {
-        const ONNXC_UQ_T *p = x + (o * N + a) * I, *q = x + (o * N + b) * I;
-        for (int64_t i = 0; i < I; i++) {
-            const ONNXC_UQ_V u = ONNXC_UQ_LOAD(p[i]), v = ONNXC_UQ_LOAD(q[i]);
-            if (u < v) return -1;
-            if (v < u) return 1;
-            ONNXC_UQ_NAN(u, v)
-        }
-    }
-    return 0;
-}
-
-/* Stable merge sort of the slice indices into perm (tmp: N more entries); returns the number of
- * distinct slices. Equal slices end up adjacent, first occurrence first. */
-int64_t ONNXC_UQ_FN(onnxc_uq_sort)(const ONNXC_UQ_T *x, int64_t O, int64_t N, int64_t I, int64_t *perm, int64_t *tmp) {
-    for (int64_t i = 0; i < N; i++) perm[i] = i;
-    for (int64_t w = 1; w < N; w *= 2) {
-        for (int64_t lo = 0; lo < N; lo += 2 * w) {
-            const int64_t mid = lo + w < N ? lo + w : N, hi = lo + 2 * w < N ? lo + 2 * w : N;
-            int64_t i = lo, j = mid, k = lo;
-            while (i < mid && j < hi)
-                tmp[k++] = ONNXC_UQ_FN(onnxc_uq_cmp)(x, O, N, I, perm[j], perm[i]) < 0 ? perm[j++] : perm[i++];
-            while (i < mid) tmp[k++] = perm[i++];
-            while (j < hi) tmp[k++] = perm[j++];
-        }
-        memcpy(perm, tmp, (size_t)N * sizeof(int64_t));
-    }
-    int64_t groups = 0;
-    for (int64_t p = 0; p < N; p++)
-        groups += p == 0 || ONNXC_UQ_FN(onnxc_uq_cmp)(x, O, N, I, perm[p - 1], perm[p]) != 0;
-    return groups;
-}
-
-#undef ONNXC_UQ_T
-#undef ONNXC_UQ_V
-#undef ONNXC_UQ_LOAD
-#undef ONNXC_UQ_NAN
-#undef ONNXC_UQ_FN
-#endif /* ONNXC_UQ_T */
 
 #ifdef ONNXC_NMS_T
 /* Whether boxes i and j (rows of b) overlap with IoU > thr; the reference's arithmetic, in ONNXC_NMS_T. */
