@@ -21,6 +21,8 @@
  * NaN otherwise, as the spec table says; NaN -> NaN.
  * Sub-byte integers: float -> int4/uint4/int2/uint2 rounds to nearest even and keeps the low bits
  * (ONNX int4/int2 notes); NaN, +-inf and values beyond int64 give 0. Integers keep their low bits.
+ * Everything here is static inline: Cast and the quantizers call it per element, and the format
+ * parameters fold into constants once inlined.
  */
 #ifndef ONNXC_LOWP_H
 #define ONNXC_LOWP_H

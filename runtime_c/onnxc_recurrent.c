@@ -170,7 +170,7 @@ ONNXC_RNN_DEFINE(double, d, ONNXC_RNN_P_D)
 
 #if defined(__AVX512F__)
 #include <immintrin.h>
-#include "onnxc_vmath_kern.h"
+#include "onnxc_vmath_rows.h"
 
 /* exp(y) for y <= 0 (NaN stays NaN): the vector exp of onnxc_vmath.h. */
 static inline __m512 onnxc_rnn_vexp_neg(__m512 y) { return onnxc_vexpf16(y); }

@@ -4,8 +4,7 @@
  *   float onnxc_verff(float x);      float onnxc_vsigmoidf(float x);
  *   onnxc_vm_<fn>_float / onnxc_vm_<fn>_double: the same by element type name (the double versions
  *   call libm), for kernels that render ``onnxc_vm_exp_{t}``.
- *   onnxc_vm_max_f32, onnxc_vm_expsum_f32, onnxc_vm_scale_f32: whole rows (softmax-like kernels), at the
- *   end of this file; they are compiled once into the runtime library (onnxc_vmath.c).
+ * Row loops over them (max, exp-sum, scale; AVX-512 intrinsics): onnxc_vmath_rows.h.
  *
  * libm's expf/logf/tanhf/erff are scalar calls, so a loop calling them stays scalar. These versions are
  * branch-free static inline functions (polynomials, bit manipulation, selects through bit masks), so
@@ -28,8 +27,6 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
-
-#include "onnxc.h"
 
 #if defined(__FMA__) || defined(__aarch64__) || defined(__ARM_FEATURE_FMA)
 #define ONNXC_VM_FMA(a, b, c) fmaf((a), (b), (c))
@@ -186,20 +183,5 @@ static inline double onnxc_vm_sigmoid_double(double x) {
     double e = exp(-fabs(x));
     return (x >= 0 ? 1.0 : e) / (1.0 + e);
 }
-
-/* ---- rows: the loops of softmax-like kernels (onnxc_vmath.c, compiled once) ---------------------------
- * With AVX-512 they are written with intrinsics (16 lanes, masked tails; exp is onnxc_vexpf16 of
- * onnxc_vmath_kern.h, which scales by vscalefps: it rounds subnormal results once and overflows to inf
- * like onnxc_vexpf; about 2x the auto-vectorized loop on a softmax row); elsewhere they are the portable
- * loops over onnxc_vexpf. */
-
-/* max of x[0..n) (n >= 1; NaN ignored) */
-ONNXC_RT_API float onnxc_vm_max_f32(const float *x, int64_t n);
-
-/* sum of exp(x[j] - m), stored to y[j] unless y is NULL */
-ONNXC_RT_API float onnxc_vm_expsum_f32(const float *x, float m, float *y, int64_t n);
-
-/* y[j] *= a */
-ONNXC_RT_API void onnxc_vm_scale_f32(float *y, float a, int64_t n);
 
 #endif /* ONNXC_VMATH_H */

@@ -6,7 +6,7 @@ each row is contiguous and is finished before the next one starts: its maximum, 
 with their sum, and the scaling are three vectorized loops over a row that stays in cache, so memory
 sees one read and one write per element. LogSoftmax is ``(x - max) - log(sum)``: subtracting the
 rounded ``max + log(sum)`` instead would lose the small results next to the maximum. Float rows use the row helpers of runtime_c/onnxc_attention.h
-(``onnxc_att_softmax_row``: the max, exp-sum and scaling of runtime_c/onnxc_vmath.h, AVX-512 intrinsics
+(``onnxc_att_softmax_row``: the max, exp-sum and scaling of runtime_c/onnxc_vmath_rows.h, AVX-512 intrinsics
 where available, with exponentials whose normalized result would be subnormal flushed to zero: masked
 rows (-10000 or -inf entries) otherwise cost a microcode assist per subnormal, 7x the row time). Otherwise
 (inner > 1) the kernel walks the n rows of a block, vectorized across the inner positions, with

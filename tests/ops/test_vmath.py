@@ -23,6 +23,7 @@ BOUNDS = {"exp": 1.02, "log": 0.83, "tanh": 1.51, "erf": 1.03, "sigmoid": 1.97}
 
 SRC = """
 #include "onnxc_vmath.h"
+#include "onnxc_vmath_rows.h"
 #define LOOP(fn, ref)                                                                    \\
     void v_##fn(const float *restrict x, float *restrict y, long n) {                    \\
         ONNXC_VM_SIMD                                                                    \\
