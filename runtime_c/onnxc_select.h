@@ -22,12 +22,13 @@ ONNXC_NMS_DECLARE(float, float)
 ONNXC_NMS_DECLARE(double, double)
 
 /* TopK of one lane of n elements (stride apart) into hv/hi (values and indices, best first; they hold
- * 2 * n entries). _max: the larger value is better, _min: the smaller; ties go to the lower index. */
+ * 2 * n entries; the three buffers are distinct). _max: the larger value is better, _min: the smaller;
+ * ties go to the lower index. */
 #define ONNXC_TOPK_DECLARE(S, T)                                                                          \
-    ONNXC_RT_API void onnxc_topk_##S##_max(const T *x, int64_t n, int64_t stride, int64_t k, T *hv,        \
-                                           int64_t *hi);                                                  \
-    ONNXC_RT_API void onnxc_topk_##S##_min(const T *x, int64_t n, int64_t stride, int64_t k, T *hv,        \
-                                           int64_t *hi);
+    ONNXC_RT_API void onnxc_topk_##S##_max(const T *restrict x, int64_t n, int64_t stride, int64_t k,      \
+                                           T *restrict hv, int64_t *restrict hi);                         \
+    ONNXC_RT_API void onnxc_topk_##S##_min(const T *restrict x, int64_t n, int64_t stride, int64_t k,      \
+                                           T *restrict hv, int64_t *restrict hi);
 ONNXC_TOPK_DECLARE(float, float)
 ONNXC_TOPK_DECLARE(double, double)
 ONNXC_TOPK_DECLARE(int8, int8_t)

@@ -4,7 +4,8 @@
  * NonMaxSuppression with ONNXC_NMS_T (element) and ONNXC_NMS_FN(name) (name with the type suffix)
  * defined; TopK with ONNXC_TOPK_T, ONNXC_TOPK_CMP(a, b) (a is better than b), ONNXC_TOPK_FN(name)
  * (internal helper names) and ONNXC_TOPK_API (the instance's name). Each part undefines its macros at
- * the end.
+ * the end. TopK's lane, values and indices are restrict: the kernel passes its input and two scratch
+ * buffers (inlined into the kernel, as it used to be, the compiler knew they were distinct).
  */
 
 #ifdef ONNXC_NMS_T
@@ -91,7 +92,8 @@ static inline void ONNXC_TOPK_FN(sift)(ONNXC_TOPK_T *hv, int64_t *hi, int64_t i,
         i = w;
     }
 }
-static void ONNXC_TOPK_FN(heap)(const ONNXC_TOPK_T *x, int64_t n, int64_t stride, int64_t k, ONNXC_TOPK_T *hv, int64_t *hi) {
+static void ONNXC_TOPK_FN(heap)(const ONNXC_TOPK_T *restrict x, int64_t n, int64_t stride, int64_t k,
+                                ONNXC_TOPK_T *restrict hv, int64_t *restrict hi) {
     for (int64_t t = 0; t < k; t++) { hv[t] = x[t * stride]; hi[t] = t; }
     for (int64_t s = k / 2 - 1; s >= 0; s--) ONNXC_TOPK_FN(sift)(hv, hi, s, k);
     int64_t t = k;
@@ -145,7 +147,8 @@ static void ONNXC_TOPK_FN(msort)(ONNXC_TOPK_T *hv, int64_t *hi, int64_t n, ONNXC
     }
 }
 /* Large k: copy the lane, quickselect the k best to the front, sort them. */
-static void ONNXC_TOPK_FN(select)(const ONNXC_TOPK_T *x, int64_t n, int64_t stride, int64_t k, ONNXC_TOPK_T *hv, int64_t *hi) {
+static void ONNXC_TOPK_FN(select)(const ONNXC_TOPK_T *restrict x, int64_t n, int64_t stride, int64_t k,
+                                  ONNXC_TOPK_T *restrict hv, int64_t *restrict hi) {
     for (int64_t t = 0; t < n; t++) { hv[t] = x[t * stride]; hi[t] = t; }
     int64_t lo = 0, up = n - 1;
     while (lo < up) {
@@ -174,7 +177,8 @@ static void ONNXC_TOPK_FN(select)(const ONNXC_TOPK_T *x, int64_t n, int64_t stri
     }
     ONNXC_TOPK_FN(msort)(hv, hi, k, hv + n, hi + n);
 }
-void ONNXC_TOPK_API(const ONNXC_TOPK_T *x, int64_t n, int64_t stride, int64_t k, ONNXC_TOPK_T *hv, int64_t *hi) {
+void ONNXC_TOPK_API(const ONNXC_TOPK_T *restrict x, int64_t n, int64_t stride, int64_t k,
+                    ONNXC_TOPK_T *restrict hv, int64_t *restrict hi) {
     if (k * 16 <= n) ONNXC_TOPK_FN(heap)(x, n, stride, k, hv, hi);
     else ONNXC_TOPK_FN(select)(x, n, stride, k, hv, hi);
 }
