@@ -49,7 +49,7 @@ def check(m: onnx.ModelProto, feeds: dict[str, np.ndarray], path: str | None = N
     if path is not None:
         assert path in cm.c_source
     if kernels is not None:
-        assert cm.c_source.count("static int k") == kernels
+        assert cm.c_source.count("ONNXC_KERNEL int k") == kernels
     want = ReferenceEvaluator(m).run(None, feeds)
     got = cm.run(feeds)
     for o, w in zip(m.graph.output, want):
@@ -259,7 +259,7 @@ def test_gemv_activation(act, attrs, threads):
              helper.make_node(act, ["t"], ["y"], **attrs)]
     m = model(nodes, {"A": [m_rows, k]}, consts, opset=opset)
     cm = onnxc.compile(m, threads=threads)
-    assert "onnxc_gemv(rt->threads" in cm.c_source and cm.c_source.count("static int k") == 1
+    assert "onnxc_gemv(rt->threads" in cm.c_source and cm.c_source.count("ONNXC_KERNEL int k") == 1
     a = rand(m_rows, k)
     np.testing.assert_allclose(cm.run({"A": a})["y"], ReferenceEvaluator(m).run(None, {"A": a})[0], rtol=1e-4,
                                atol=1e-4)

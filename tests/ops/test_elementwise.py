@@ -272,7 +272,7 @@ def test_pow_const_exponent(e):
     x = rand((3, 5), np.float32, 0.1, 3)
     model_src = onnxc.compile(node_model("Pow", {"x": x, "e": np.array(e, np.float32)}, opset=15,
                                          const_inputs=("e",))).c_source
-    assert ("pow" in model_src.split("static int k0")[1].split("}")[0]) == (e not in (1.0, 2.0, 3.0))
+    assert ("pow" in model_src.split("ONNXC_KERNEL int k0")[1].split("}")[0]) == (e not in (1.0, 2.0, 3.0))
     check_node("Pow", {"x": x, "e": np.array(e, np.float32)}, opset=15, const_inputs=("e",))
     check_node("Pow", {"x": rand((3, 5), np.int64) % 9, "e": np.array(2, np.int64)}, opset=15, const_inputs=("e",))
 
@@ -417,7 +417,7 @@ def test_random_broadcasts(seed):
 
 def kernel_source(model, threads: int = 1) -> str:
     src = onnxc.compile(model, threads=threads).c_source
-    return src[src.index("static int k0"):].split("\n}\n")[0]
+    return src[src.index("ONNXC_KERNEL int k0"):].split("\n}\n")[0]
 
 
 @pytest.mark.parametrize("sa, sb, loops", [((64, 64), (64, 64), 1), ((64, 64), (), 1), ((2, 3, 4, 5), (3, 1, 1), 3),
