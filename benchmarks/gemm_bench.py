@@ -40,7 +40,7 @@ SHAPES = [  # M, N, K: square, then convolution GEMMs of ResNet-50 (M = out chan
 
 WRAPPER = r"""
 #include "onnxc_gemm.h"
-const char *bench_isa(void) { return ONNXC_SG_ISA; }
+const char *bench_isa(void) { return onnxc_sgemm_isa(); }
 int64_t bench_packed_a_size(int64_t M, int64_t K) { return onnxc_sg_packed_a_size(M, K); }
 int64_t bench_packed_b_size(int64_t K, int64_t N) { return onnxc_sg_packed_b_size(K, N); }
 void bench_pack(const float *A, const float *B, int64_t M, int64_t N, int64_t K, float *Ap, float *Bp) {

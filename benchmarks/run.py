@@ -2,8 +2,9 @@
 
     python -m benchmarks.run [--threads 1|2] [--models a,b] [--quick] [--json FILE] [--no-memory]
 
-Per model: onnxc compile time (cold: a fresh cache folder, so the C compiler runs; warm: the same
-compile again, a cache hit), then both engines with the same thread count and inputs, warmed up and
+Per model: onnxc compile time (cold: a fresh cache folder, so the C compiler runs, sharing only the
+runtime library, built once up front and timed on its own line; warm: the same compile again, a
+cache hit), then both engines with the same thread count and inputs, warmed up and
 timed alternately (onnxc, onnxruntime, onnxc, ...) until at least ``--runs`` runs and ``--seconds``
 have passed; the medians, their ratio (onnxc / onnxruntime, lower is better for onnxc), the largest
 output difference relative to the output's magnitude, and the peak memory each engine adds in a child
@@ -32,6 +33,8 @@ import onnxc  # noqa: E402
 from benchmarks.models import MODELS, make_feeds, model_path  # noqa: E402
 from onnxc.bench import QUICK, Budget, compare, fmt, geomean, peak_memory_mb  # noqa: E402
 from onnxc.codegen.cache import stats as cache_stats  # noqa: E402
+from onnxc.codegen.compiler import CompilerConfig  # noqa: E402
+from onnxc.codegen.runtime_lib import runtime_objects, runtime_sources  # noqa: E402
 
 COLUMNS = ("model", "onnxruntime ms", "onnxc ms", "ratio", "ort MB", "onnxc MB", "compile s cold/warm",
            "max rel err", "note")
@@ -45,12 +48,15 @@ def _one_line(e: BaseException) -> str:
 
 
 def bench_one(name: str, path: str | os.PathLike, feeds: dict[str, np.ndarray], threads: int,
-              budget: Budget, memory: bool = True, tol: float = 1e-3) -> dict:
-    """One row of the benchmark: compile times, timings of both engines, ratio, error and peak memory."""
+              budget: Budget, memory: bool = True, tol: float = 1e-3, runtime: Path | None = None) -> dict:
+    """One row of the benchmark: compile times, timings of both engines, ratio, error and peak memory.
+    ``runtime``: a cache folder's ``runtime`` folder (the runtime library) that the fresh cache shares."""
     row: dict = {"model": name, "status": "ok", "error": None, "compile_cold_s": None, "compile_warm_s": None,
                  "warm_cache_hit": None,
                  "compile_timings": None, "onnxc_peak_mb": None, "ort_peak_mb": None}
     with tempfile.TemporaryDirectory(prefix="onnxc-bench-cache-") as cache:
+        if runtime is not None:
+            os.symlink(runtime, Path(cache) / "runtime")
         compiled = None
         try:
             t = time.perf_counter()
@@ -166,9 +172,18 @@ def main(argv: list[str] | None = None) -> int:
     print(f"onnxc vs onnxruntime {env['onnxruntime']}, {args.threads} thread(s), {env['cpu']}, "
           f"load average {', '.join(f'{x:.1f}' for x in env['load_average'] or ())}", flush=True)
     rows = []
+    shared = tempfile.TemporaryDirectory(prefix="onnxc-bench-runtime-")
+    runtime = None
+    if not args.quick:  # (a smoke test compiles only what it needs)
+        t = time.perf_counter()
+        runtime_objects(CompilerConfig(), runtime_sources(), shared.name)
+        env["runtime_build_s"] = time.perf_counter() - t
+        print(f"  runtime library (built once, shared by the cold compiles): {env['runtime_build_s']:.1f} s",
+              flush=True)
+        runtime = Path(shared.name) / "runtime"
     for name in names:
         path = model_path(name, args.cache)
-        row = bench_one(name, path, make_feeds(name), args.threads, budget, memory, args.tol)
+        row = bench_one(name, path, make_feeds(name), args.threads, budget, memory, args.tol, runtime)
         row["description"] = MODELS[name].description
         rows.append(row)
         cells = dict(zip(COLUMNS, table_row(row)))
