@@ -82,6 +82,8 @@ def emit_c(p: Program, prefix: str = _PREFIX, profile: bool = False, units: int 
     if any(p.is_dynamic(b) for b in p.buffers.values()):
         helpers.setdefault("onnxc_shape", '#include "onnxc_shape.h"')
     helpers.setdefault("onnxc_value", '#include "onnxc_value.h"')  # the ABI's value_free needs it
+    # threads after fork, cancelling: the run function's, and every model library links onnxc_process.c
+    helpers.setdefault("onnxc_process", '#include "onnxc_process.h"')
     # runtime headers first, so a unit means the same whether they come from the precompiled header
     # (read before everything, codegen/runtime_lib.py) or from these lines
     helpers = sorted(helpers.values(), key=lambda h: not h.startswith('#include "onnxc'))
@@ -187,9 +189,15 @@ def _run_lines(p: Program, dynamic: list[Buffer], canon: dict[str, str], prof: l
                prefix: str = _PREFIX) -> list[str]:
     """The body of the run function after setup: per step its shape function, the allocation of the
     dynamic buffers it produces, the kernel call, and the release of dynamic temps read for the last time.
-    With ``prof`` (a list to fill with step descriptions), each step's code is timed into its counter."""
+    With ``prof`` (a list to fill with step descriptions), each step's code is timed into its counter.
+    Between steps, the run polls its cancel counter (runtime_c/onnxc_process.h)."""
     lines: list[str] = []
+    ran = False  # whether a kernel or shape function came before this step
     for si, st in enumerate(p.steps):
+        if ran and (st.body is not None or st.shape_body is not None):
+            lines.append(f"if (onnxc_cancelled(rt)) {{ st = onnxc_cancel_fail(rt, {c_string(_comment(st.node))}); "
+                         "goto done; }")
+        ran = ran or st.body is not None or st.shape_body is not None
         start = len(lines)
         if st.shape_body is not None:
             args = "".join(", " + _ptr(p, p.buffers[bid], False) for _, bid in st.in_params)

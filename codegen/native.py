@@ -11,6 +11,7 @@ from pathlib import Path
 import cffi
 import numpy as np
 
+from onnxc.codegen import sigint
 from onnxc.ir import (
     CONTAINER_TYPES,
     DType,
@@ -31,6 +32,9 @@ int onnxc_model_run(const unsigned char *W, const onnxc_tensor *in, onnxc_tensor
                     size_t errlen, int threads);
 int onnxc_model_run_into(const unsigned char *W, const onnxc_tensor *in, onnxc_tensor *out, char *err,
                          size_t errlen, int threads);
+int onnxc_model_run_cancellable(const unsigned char *W, const onnxc_tensor *in, onnxc_tensor *out, char *err,
+                                size_t errlen, int threads, const unsigned int *cancel);
+int onnxc_model_watch_sigint(unsigned int *counter);
 void onnxc_model_free(void *p);
 void onnxc_model_value_free(void *p);
 const unsigned char *onnxc_model_weights(size_t *size);  /* AOT artifacts with embedded weights only */
@@ -99,6 +103,11 @@ class NativeModel:
         self.path = lib_path
         self.prefix = prefix
         self._run = getattr(self.lib, f"{prefix}_run")
+        try:  # (libraries from before cancelling have neither: their runs ignore Ctrl-C)
+            self._run_cancellable = getattr(self.lib, f"{prefix}_run_cancellable")
+        except AttributeError:
+            self._run_cancellable = None
+        sigint.watch(self.lib, prefix)
         self._run_into = getattr(self.lib, f"{prefix}_run_into")
         self._free = getattr(self.lib, f"{prefix}_free")
         self._value_free = getattr(self.lib, f"{prefix}_value_free")
@@ -135,7 +144,10 @@ class NativeModel:
             for k, d in enumerate(a.shape):
                 t.dims[k] = d
         err = ffi.new("char[]", ERRLEN)
-        st = self._run(self._wptr, ins, outs, err, ERRLEN, self.threads)
+        if self._run_cancellable is not None:
+            st = self._run_cancellable(self._wptr, ins, outs, err, ERRLEN, self.threads, sigint.cancel_ptr())
+        else:
+            st = self._run(self._wptr, ins, outs, err, ERRLEN, self.threads)
         if st != 0:
             raise status_error(st, ffi.string(err).decode("utf-8", "replace"))
         return [self.take_output(outs[i], dt) for i, dt in enumerate(self.out_dtypes)]
@@ -165,12 +177,16 @@ class NativeModel:
         return np.frombuffer(ffi.buffer(owner, nbytes), dtype=npdt).reshape(shape)
 
 
-def status_error(st: int, msg: str) -> Exception:
-    """The exception for a non-zero status of a run function (codes: runtime_c/onnxc.h)."""
+def status_error(st: int, msg: str) -> BaseException:
+    """The exception for a non-zero status of a run function (codes: runtime_c/onnxc.h). A cancelled
+    run (Ctrl-C, codegen/sigint.py) gives KeyboardInterrupt, not an OnnxcError: it must not be caught
+    as an error (``except Exception``, ``except OnnxcError``) and the program goes on."""
     if st == 1:
         return InputError(msg)
     if st == 5:  # valid data using a feature onnxc does not implement
         return UnsupportedOpError(f"unsupported at run time: {msg}")
+    if st == 6:
+        return KeyboardInterrupt(msg)
     return RuntimeFailure(msg)
 
 

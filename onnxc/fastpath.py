@@ -25,6 +25,7 @@ from collections.abc import Callable
 import cffi
 import numpy as np
 
+from onnxc.codegen import sigint
 from onnxc.codegen.native import ERRLEN, NativeModel, open_library, status_error
 from onnxc.ir import DType, TensorType
 from onnxc.ir.dims import evaluate, free_symbols, sym
@@ -34,7 +35,7 @@ ShapeFn = Callable[[list], tuple]
 _ARGS_CDEF = """
 typedef struct onnxc_tensor { void *data; int64_t dims[16]; int32_t rank; int32_t dtype; } onnxc_tensor;
 typedef struct PREFIX_args { const unsigned char *W; const onnxc_tensor *in; onnxc_tensor *out; char *err;
-                             size_t errlen; int threads; } PREFIX_args;
+                             size_t errlen; int threads; const unsigned int *cancel; } PREFIX_args;
 int PREFIX_run_args(const PREFIX_args *a);
 """
 _ffis: dict[str, cffi.FFI] = {}
@@ -143,10 +144,11 @@ class FastPath:
                     outs[j].dims[k] = d
         err = ffi.new("char[]", ERRLEN)
         args = ffi.NULL
-        if self._run_args is not None:  # the arguments of run_into, once per thread
-            prefix = getattr(self.native, "prefix", "onnxc_model")
+        if self._run_args is not None:  # the arguments of run_into, once per thread (the main thread's
+            prefix = getattr(self.native, "prefix", "onnxc_model")  # runs stop on Ctrl-C: codegen/sigint.py)
             args = ffi.new(f"{prefix}_args *", {"W": self.native._wptr, "in": ins, "out": outs, "err": err,
-                                                  "errlen": ERRLEN, "threads": self.native.threads})
+                                                  "errlen": ERRLEN, "threads": self.native.threads,
+                                                  "cancel": sigint.cancel_ptr()})
         # the argument struct, the descriptor arrays, the error buffer, then each descriptor (indexing
         # makes a new proxy, so they are made once here)
         b = (args, ins, outs, err, *[ins[i] for i in range(self.n_in)], *[outs[j] for j in range(self.n_out)])

@@ -45,6 +45,7 @@ enum onnxc_status {
     ONNXC_ERR_RUNTIME = 2, /* a kernel met invalid data (index out of range, ...) */
     ONNXC_ERR_MEMORY = 3,  /* allocation failed */
     ONNXC_ERR_UNSUPPORTED = 5, /* valid data using a feature onnxc does not implement (e.g. an image format) */
+    ONNXC_ERR_CANCELLED = 6,   /* the run was cancelled (runtime_c/onnxc_process.h) */
 };
 
 /* A dense, row-major tensor. dtype uses the ONNX TensorProto.DataType numbers. (AOT headers declare
@@ -75,6 +76,8 @@ typedef struct onnxc_rt {
     int threads;   /* threads kernels may use (OpenMP) */
     const unsigned char *W; /* the weights blob (subprograms find theirs at an offset) */
     onnxc_pool *pool;       /* strings made during this call (NULL until the first one) */
+    const unsigned *cancel; /* the run stops when this counter moves away from cancel0 (onnxc_process.h) */
+    unsigned cancel0;
 } onnxc_rt;
 
 /* Record an error message; returns the status so kernels can `return onnxc_fail(...)`. */
