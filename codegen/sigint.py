@@ -1,4 +1,4 @@
-"""Ctrl-C during a native run: the SIGINT hook and the cancel counter runs from the main thread poll.
+"""Ctrl-C during a native run: the SIGINT hook, and the cancel counter the main thread's runs poll.
 
 CPython's SIGINT handler only sets a flag that the main thread reads between bytecodes, so a call
 into native code ignored Ctrl-C until it returned (a Loop of 10^15 iterations: never). A model
