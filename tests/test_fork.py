@@ -21,7 +21,7 @@ from onnx import helper as h
 import onnxc
 from onnxc.codegen.compiler import default_cc
 
-TIMEOUT = 60  # seconds a child may take (it needs well under one)
+TIMEOUT = 60  # seconds a child may take (it needs one or two, a compile included)
 
 
 def big_elementwise(op: str = "Add"):
