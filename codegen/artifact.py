@@ -212,7 +212,7 @@ def _describe(t) -> str:
 def _entries(p: Program, types: list, kind: str) -> list[dict]:
     rows = p.inputs if kind == "input" else [(n, b) for n, b, _ in p.outputs]
     shapes = [b.shape for _, b in p.inputs] if kind == "input" else [s for _, _, s in p.outputs]
-    late = set(p.dimvars[p.n_bound:])
+    late = set(p.dimvars[p.n_input_dims:])  # not bindable by name: the C API reports them as data-dependent
     out = []
     for (name, b), shape, t in zip(rows, shapes, types):
         needs = sorted({p.dimvars.index(s) for d in shape for s in free_symbols(d)})
@@ -240,11 +240,11 @@ def write_sources(p: Program, in_types: list, out_types: list, out_dir: Path, na
     weights = p.weights
     wsum = checksum(weights)
     ins, outs = _entries(p, in_types, "input"), _entries(p, out_types, "output")
-    dim_names = p.dimvars[:p.n_bound]
+    dim_names = p.dimvars[:p.n_input_dims]
     common = dict(name=name, prefix=prefix, inputs=ins, outputs=outs, n_inputs=len(ins), n_outputs=len(outs),
                   n_inputs_alloc=max(1, len(ins)), n_outputs_alloc=max(1, len(outs)),
-                  dim_names=[c_string(d) for d in dim_names], n_bound=p.n_bound,
-                  ndim_alloc=max(1, p.n_bound), embedded=embed, weights_file=f"{name}.weights",
+                  dim_names=[c_string(d) for d in dim_names], n_bound=p.n_input_dims,
+                  ndim_alloc=max(1, p.n_input_dims), embedded=embed, weights_file=f"{name}.weights",
                   weights_size=len(weights), weights_sum=wsum, version=_version(),
                   target_flags=" ".join(TARGETS[target]), openmp=True, dir_hint=name,
                   dim_names_plain=[d for d in dim_names if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.]*", d)],

@@ -176,7 +176,7 @@ def _program_values(p: Program, prefix: str, profile: bool = False, extern: bool
     return dict(prefix=prefix, steps=steps,
                 input_names=[c_string(n) for n, _ in p.inputs],
                 dim_names=[c_string(n) for n in p.dimvars], ndim_alloc=max(1, len(p.dimvars)),
-                input_checks=_input_checks(p, prefix), outputs=outputs, temps=temps,
+                input_checks=_input_checks(p, prefix) + p.bind_checks, outputs=outputs, temps=temps,
                 run=_run_lines(p, dynamic, names, prof, prefix), profile=None if prof is None else [c_string(n) for n in prof],
                 dynamic=[{"id": b.id, "ctype": b.ctype, "free": "onnxc_value_free" if b.is_value else "free"}
                          for b in dynamic if b.kind == "temp"],
@@ -210,6 +210,7 @@ def _run_lines(p: Program, dynamic: list[Buffer], canon: dict[str, str], prof: l
             args = "".join(", " + _ptr(p, p.buffers[bid], out) for bid, out in st.args)
             args += f", {c_string(st.node)}" if _uses_who(st.body) else ""
             lines.append(f"if ((st = {canon[st.fn]}(rt, D{args}))) goto done;")
+        lines.extend(st.checks)
         if prof is not None and len(lines) > start:
             lines.insert(start, f"prof_t_ = {prefix}_prof_now();")
             lines.append(f"{prefix}_prof_sec[{len(prof)}] += {prefix}_prof_now() - prof_t_;")

@@ -245,8 +245,19 @@ def floordiv(a: Dim, b: Dim) -> Dim:
 
 
 def _exact_quotient(a: Expr, b: Expr) -> Dim | None:
-    """If b is a single monomial dividing every term of a, return a / b."""
+    """a / b when it is exact: b a single monomial dividing every term of a, or a a monomial multiple
+    of a polynomial b (``(192*n*w + 192*n) / (n*w + n)`` is 192)."""
     if len(b.terms) != 1:
+        mb, cb = b.terms[0]
+        for ma, ca in a.terms:
+            pa = dict(ma)
+            if ca % cb or any(pa.get(atom, 0) < p for atom, p in mb):
+                continue
+            for atom, p in mb:
+                pa[atom] -= p
+            q = Expr.make({tuple(sorted(((x, p) for x, p in pa.items() if p), key=lambda ap: ap[0].key())): ca // cb})
+            if mul(q, b) == a:
+                return q
         return None
     (mb, cb), = b.terms
     out: dict = {}

@@ -108,6 +108,19 @@ static inline int64_t onnxc_mod(int64_t a, int64_t b) {
 static inline int64_t onnxc_min(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int64_t onnxc_max(int64_t a, int64_t b) { return a > b ? a : b; }
 
+/* numpy broadcast of n extents (run-time shape contracts, ir/contracts.py): every extent is 1 or the one
+ * common value. Writes the result to *r (1 when all are 1); returns 0, or -1 when they do not broadcast. */
+static inline int onnxc_broadcast_extent(int n, const int64_t *d, int64_t *r) {
+    int64_t v = 1;
+    for (int i = 0; i < n; i++) {
+        if (d[i] == 1) continue;
+        if (v == 1) v = d[i];
+        else if (d[i] != v) return -1;
+    }
+    *r = v;
+    return 0;
+}
+
 /* 64-byte aligned allocation; size 0 returns a valid unique pointer. */
 static inline void *onnxc_alloc(size_t n) {
     void *p = NULL;
