@@ -61,6 +61,7 @@ class Buffer:
     symbol: str = ""       # a weight held by a static C array of this name (string constants)
     parent: int = -1       # slices: the buffer holding this one
     offset: str = "0"      # slices: C expression of the element offset in the parent
+    vtype: object = None   # values (dtype None): the IR type, checked at the entry (codegen/entry_checks.py)
 
     @property
     def ctype(self) -> str:
@@ -156,7 +157,7 @@ class _Lowerer:
         if isinstance(t, TensorType):
             b = Buffer(self._nb, kind, t.dtype, t.shape, index)
         else:
-            b = Buffer(self._nb, kind, None, (), index, owned=kind == "temp")
+            b = Buffer(self._nb, kind, None, (), index, owned=kind == "temp", vtype=t)
         self._nb += 1
         self.buffers[b.id] = b
         self.vbuf[v.id] = b.id
