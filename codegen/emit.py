@@ -12,7 +12,6 @@ from .lower import Buffer, Program
 from .memory_plan import Slot, static_plan
 from .templating import c_string, render
 
-
 _PREFIX = "onnxc_model"
 
 
