@@ -74,7 +74,7 @@ static int dtype_fail(onnxc_rt *rt, const where_ *w, int32_t want, int32_t got) 
                       where_text(at, sizeof at, w), (int)want, onnxc_dtype_name(want), (int)got, onnxc_dtype_name(got));
 }
 
-int onnxc_check_input(onnxc_rt *rt, const char *name, const onnxc_tensor *t, int32_t dtype, int rank,
+int onnxc_input_error(onnxc_rt *rt, const char *name, const onnxc_tensor *t, int32_t dtype, int rank,
                       size_t itemsize) {
     where_ w = {"input", name, 0, {0}};
     if (t->dtype != dtype) return dtype_fail(rt, &w, dtype, t->dtype);
@@ -83,7 +83,7 @@ int onnxc_check_input(onnxc_rt *rt, const char *name, const onnxc_tensor *t, int
     return tensor_body(rt, &w, t, dtype, itemsize);
 }
 
-int onnxc_check_into(onnxc_rt *rt, const char *name, const onnxc_tensor *t, int32_t dtype, int rank,
+int onnxc_into_error(onnxc_rt *rt, const char *name, const onnxc_tensor *t, int32_t dtype, int rank,
                      const int64_t *dims) {
     where_ w = {"output", name, 0, {0}};
     if (!t->data) return onnxc_fail(rt, ONNXC_ERR_INPUT, "output '%s': data is NULL (run_into writes the caller's "
@@ -98,7 +98,7 @@ int onnxc_check_into(onnxc_rt *rt, const char *name, const onnxc_tensor *t, int3
     return 0;
 }
 
-int onnxc_check_size(onnxc_rt *rt, const char *what, int ovf, size_t itemsize, int rank, const int64_t *d,
+int onnxc_size_error(onnxc_rt *rt, const char *what, int ovf, size_t itemsize, int rank, const int64_t *d,
                      size_t *bytes) {
     char b[256];
     *bytes = 0;
