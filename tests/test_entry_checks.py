@@ -279,3 +279,19 @@ def test_sequence_inputs_are_checked(seq):
     v.kind = 7
     raw.ins[0].data = v
     bad("input 's': expected a sequence, got a value of kind 7")
+
+
+@pytest.mark.parametrize("n", [2**61, -(2**62), 2**62, 2**48 + 1])
+def test_the_example_cnn_refuses_hostile_batch_sizes(n):
+    """The issue's case, on the shipped example CNN (input [N, 1, 28, 28], output [N, 10])."""
+    from pathlib import Path
+
+    cm = onnxc.compile(Path(onnxc.__file__).parent / "examples" / "small_cnn.onnx", threads=1)
+    raw = Raw(cm, 1, 1)
+    x = np.zeros((2, 1, 28, 28), np.float32)
+    raw.tensor(raw.ins[0], x, (2, 1, 28, 28), 1)
+    assert raw.call() == (OK, "")
+    assert list(raw.outs[0].dims)[:2] == [2, 10]
+    raw.ins[0].dims[0] = n
+    st, msg = raw.call()
+    assert st == ERR_INPUT and f"input 'image' axis 0: dimension {n} " in msg, msg
