@@ -21,7 +21,7 @@ import subprocess
 from pathlib import Path
 
 from onnxc.ir import CompileError, DType, MapType, ModelError, OptionalType, SequenceType, TensorType
-from onnxc.ir.dims import Sym, dmax, dmin, floordiv, free_symbols, mod, sym
+from onnxc.ir.dims import Sym, dmax, dmin, floordiv, free_symbols, mod, sym, to_c_checked
 
 from .compiler import CompilerConfig, has_openmp
 from .emit import emit_c
@@ -219,7 +219,7 @@ def _entries(p: Program, types: list, kind: str) -> list[dict]:
         out.append({"name": name, "c_name": c_string(name), "name_comment": _comment(name),
                     "type_comment": _comment(_describe(t)), "dtype": 1000 if b.is_value else int(b.dtype),
                     "rank": len(shape), "dims": [c_string(str(d)) for d in shape],
-                    "dim_exprs": [p.dim_c(d) for d in shape], "needs": needs,
+                    "dim_exprs": [to_c_checked(d, p.sym_c) for d in shape], "needs": needs,
                     "data_dependent": b.is_value or any(free_symbols(d) & late for d in shape)})
     return out
 

@@ -13,35 +13,38 @@ from collections.abc import Callable
 
 from onnxc.ir import ShapeError
 from onnxc.ir.contracts import Contract
+from onnxc.ir.dims import to_c_checked
 
 from .templating import c_string
 
 
-def check_c(c: Contract, dim_c: Callable, sym_c: Callable[[str], str], on_fail: str) -> str:
+def check_c(c: Contract, sym_c: Callable[[str], str], on_fail: str) -> str:
     """C statements checking ``c``; ``on_fail`` is a format with ``{call}`` (the onnxc_fail call):
-    "return {call};" in the bind step, "{{ st = {call}; goto done; }}" in the run function."""
-    vals = [f"(long long)({dim_c(d)})" for d in c.dims]
+    "return {call};" in the bind step, "{{ st = {call}; goto done; }}" in the run function. The dims
+    are computed with overflow-checked arithmetic: an overflow fails too, never wraps into a pass."""
+    n = len(c.dims)
     sizes = ", ".join(f"{lab} is %lld" for lab in c.labels)
     rule = f" ({c.rule})" if c.rule else ""
+    what = {"equal": f"dims that must be equal differ: {sizes}{rule}",
+            "broadcast": f"cannot broadcast {sizes} (each must be 1 or the same size){rule}",
+            "broadcast_to": f"cannot broadcast {sizes} (each after the first must be 1 or the first){rule}"}[c.kind]
+    vals = ", ".join(f"(long long)d_[{i}]" for i in range(n))
+    call = f"onnxc_fail(rt, ONNXC_ERR_INPUT, {c_string('%s: ' + what)}, {c_string(c.where)}, {vals})"
+    ovf = (f"onnxc_fail(rt, ONNXC_ERR_INPUT, {c_string('%s: the dims of ' + ', '.join(c.labels) + ' overflow')}, "
+           f"{c_string(c.where)})")
     if c.kind == "equal":
-        text = f"%s: dims that must be equal differ: {sizes}{rule}"
-        call = f"onnxc_fail(rt, ONNXC_ERR_INPUT, {c_string(text)}, {c_string(c.where)}, {', '.join(vals)})"
-        first = dim_c(c.dims[0])
-        cond = " || ".join(f"({dim_c(d)}) != ({first})" for d in c.dims[1:])
-        return f"if ({cond}) " + on_fail.format(call=call)
-    if c.kind == "broadcast_to":
-        text = f"%s: cannot broadcast {sizes} (each after the first must be 1 or the first){rule}"
-        call = f"onnxc_fail(rt, ONNXC_ERR_INPUT, {c_string(text)}, {c_string(c.where)}, {', '.join(vals)})"
-        first = dim_c(c.dims[0])
-        cond = " || ".join(f"(({dim_c(d)}) != 1 && ({dim_c(d)}) != ({first}))" for d in c.dims[1:])
-        return f"if ({cond}) " + on_fail.format(call=call)
-    text = f"%s: cannot broadcast {sizes} (each must be 1 or the same size){rule}"
-    call = f"onnxc_fail(rt, ONNXC_ERR_INPUT, {c_string(text)}, {c_string(c.where)}, {', '.join(vals)})"
-    n = len(c.dims)
-    dst = sym_c(c.defines) if c.defines else "r_"
-    return (f"{{ const int64_t d_[{n}] = {{{', '.join(dim_c(d) for d in c.dims)}}}; int64_t r_;\n"
-            f"  if (onnxc_broadcast_extent({n}, d_, &r_)) " + on_fail.format(call=call) + "\n"
-            f"  {dst} = r_; (void)r_; }}")
+        cond = " || ".join(f"d_[{i}] != d_[0]" for i in range(1, n))
+    elif c.kind == "broadcast_to":
+        cond = " || ".join(f"(d_[{i}] != 1 && d_[{i}] != d_[0])" for i in range(1, n))
+    else:
+        cond = f"onnxc_broadcast_extent({n}, d_, &r_)"
+    lines = [f"{{ int o_ = 0; int64_t r_ = 0; const int64_t d_[{n}] = "
+             f"{{{', '.join(to_c_checked(d, sym_c, '&o_') for d in c.dims)}}};",
+             "  (void)r_; if (o_) " + on_fail.format(call=ovf),
+             f"  if ({cond}) " + on_fail.format(call=call)]
+    if c.defines:
+        lines.append(f"  {sym_c(c.defines)} = r_;")
+    return "\n".join(lines) + " }"
 
 
 class Placer:

@@ -62,6 +62,7 @@ class Buffer:
     symbol: str = ""       # a weight held by a static C array of this name (string constants)
     parent: int = -1       # slices: the buffer holding this one
     offset: str = "0"      # slices: C expression of the element offset in the parent
+    vtype: object = None   # values (dtype None): the IR type, checked at the entry (codegen/entry_checks.py)
 
     @property
     def ctype(self) -> str:
@@ -161,7 +162,7 @@ class _Lowerer:
         if isinstance(t, TensorType):
             b = Buffer(self._nb, kind, t.dtype, t.shape, index)
         else:
-            b = Buffer(self._nb, kind, None, (), index, owned=kind == "temp")
+            b = Buffer(self._nb, kind, None, (), index, owned=kind == "temp", vtype=t)
         self._nb += 1
         self.buffers[b.id] = b
         self.vbuf[v.id] = b.id
@@ -270,7 +271,7 @@ class _Lowerer:
                         self.dimvars.append(s)
         n_input_dims = len(self.dimvars)
         placer = Placer(list(g.contracts.values()))
-        bind_checks = [check_c(c, self.dim_c, self.sym_c, "return {call};") for c in placer.ready(self.dimvars)]
+        bind_checks = [check_c(c, self.sym_c, "return {call};") for c in placer.ready(self.dimvars)]
         n_bound = len(self.dimvars)
         self.slices, self.noops = concat_inplace.plan(g, set(self.dimvars))
         inputs = [(v.name, self.new_buffer("input", v, i)) for i, v in enumerate(g.inputs)]
@@ -293,7 +294,7 @@ class _Lowerer:
             return
         if not self.steps:
             self.steps.append(Step(self.step_name(), None, [], [], "shape contracts"))
-        self.steps[-1].checks.extend(check_c(c, self.dim_c, self.sym_c, "{{ st = {call}; goto done; }}")
+        self.steps[-1].checks.extend(check_c(c, self.sym_c, "{{ st = {call}; goto done; }}")
                                      for c in ready)
 
     def check_dims(self, node: Node, v: Value) -> None:

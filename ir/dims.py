@@ -15,7 +15,7 @@ from typing import Union
 Dim = Union[int, "Expr"]
 
 __all__ = ["Dim", "Expr", "Sym", "Fn", "sym", "floordiv", "ceildiv", "mod", "dmin", "dmax",
-           "is_static", "evaluate", "to_c", "free_symbols", "as_dim"]
+           "is_static", "evaluate", "to_c", "to_c_checked", "free_symbols", "as_dim"]
 
 
 class Sym:
@@ -405,3 +405,35 @@ def render(d: Dim, sym_name: Callable[[str], str], c_syntax: bool = False) -> st
 def to_c(d: Dim, sym_name: Callable[[str], str]) -> str:
     """C expression computing ``d``; ``sym_name`` maps a variable to its C lvalue."""
     return render(d, sym_name, c_syntax=True)
+
+
+def to_c_checked(d: Dim, sym_name: Callable[[str], str], flag: str = "&ovf_") -> str:
+    """C expression computing ``d`` with overflow-checked products and sums (runtime_c/onnxc.h
+    ``onnxc_ck_mul``/``onnxc_ck_add``): on overflow the ``int *`` ``flag`` is set and the value is 0.
+    For sizes computed from run-time dims; a constant or a lone variable is rendered as ``to_c``."""
+    if isinstance(d, int):
+        return render(d, sym_name, c_syntax=True)
+
+    def atom_s(atom: Atom) -> str:
+        if isinstance(atom, Sym):
+            return sym_name(atom.name)
+        fn = {"floordiv": "onnxc_floordiv", "mod": "onnxc_mod", "min": "onnxc_min", "max": "onnxc_max"}[atom.kind]
+        return f"{fn}({to_c_checked(atom.args[0], sym_name, flag)}, {to_c_checked(atom.args[1], sym_name, flag)})"
+
+    terms = []
+    for m, c in reversed(d.terms):  # highest degree first, as ``render``
+        expr = None
+        for atom, p in m:
+            for _ in range(p):
+                a = atom_s(atom)
+                expr = a if expr is None else f"onnxc_ck_mul({flag}, {expr}, {a})"
+        lit = render(c, sym_name, c_syntax=True)
+        if expr is None:
+            expr = lit
+        elif c != 1:
+            expr = f"onnxc_ck_mul({flag}, {lit}, {expr})"
+        terms.append(expr)
+    out = terms[0]
+    for t in terms[1:]:
+        out = f"onnxc_ck_add({flag}, {out}, {t})"
+    return out

@@ -282,9 +282,9 @@ def io_infos(m: Model, program: Program) -> tuple[list[TensorInfo], list[TensorI
 
 
 def native_types(ins: list[TensorInfo], outs: list[TensorInfo]) -> tuple[list, list]:
-    """What NativeModel needs: per output its DType (or IR type for values), per input None or IR type."""
+    """What NativeModel needs: per output and input its DType, or its IR type for values."""
     return ([o.elem_type if o.is_tensor else o.type for o in outs],
-            [None if i.is_tensor else i.type for i in ins])
+            [i.elem_type if i.is_tensor else i.type for i in ins])
 
 
 def compile(model, *, threads: int | None = None, cache_dir: str | os.PathLike | None = None,
