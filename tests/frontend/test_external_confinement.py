@@ -234,12 +234,16 @@ def test_compile_by_path_never_opens_training_data_outside(tree, opened, tmp_pat
     assert not list(cache.glob("models/??/*/onnxc.json"))
 
 
-def test_nul_in_location(tree):
+def test_nul_in_location(tree, tmp_path):
+    """Before: ValueError ('embedded null byte') when compiling by path."""
     for place in ("initializer", "function", "training_init"):
         mp, where = PLACES[place](lambda name: ext_tensor(name, "w.bin\0../../etc/passwd"))
         onnx.save(mp, tree["model"] / "m.onnx")
-        with pytest.raises(ModelError, match=rf"{re.escape(where)}: external data location .*contains a NUL character"):
+        message = rf"{re.escape(where)}: external data location .*contains a NUL character"
+        with pytest.raises(ModelError, match=message):
             load_model(tree["model"] / "m.onnx")
+        with pytest.raises(ModelError, match=message):
+            onnxc.compile(tree["model"] / "m.onnx", threads=1, cache_dir=tmp_path / "cache")
 
 
 @pytest.mark.parametrize("field, entries, message", [
