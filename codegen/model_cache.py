@@ -160,7 +160,8 @@ def lookup(root: Path, key: str, resolve: Callable[[str], str | None] | None = N
             raise EntryError(f"{d / MANIFEST}: the manifest belongs to another key")
         files = jit["files"]
         needed = {manifest["library"], manifest["weights"]["file"], jit["source"]}
-        if not needed <= set(files) or manifest["weights"]["size"] != files[manifest["weights"]["file"]]["size"]:
+        if not needed <= set(files) or manifest["weights"]["size"] != files[manifest["weights"]["file"]]["size"] \
+                or any(os.path.basename(name) != name or name in ("", ".", "..") for name in files):
             raise EntryError(f"{d / MANIFEST}: the integrity records do not cover the entry's files")
         refreshed = False
         for name, rec in files.items():

@@ -16,10 +16,8 @@ import numpy as np
 
 from onnxc.ir import DType, ModelError
 
-from .external import DataDir, read_external
+from .external import EXTERNAL, DataDir, read_external
 from .types import convert_dtype
-
-EXTERNAL = 1  # TensorProto.DataLocation.EXTERNAL
 
 # Little-endian wire dtype of raw_data for the element types numpy can read directly.
 _RAW = {
