@@ -323,6 +323,7 @@ class Model:
     doc: str = ""
     metadata: dict[str, str] = field(default_factory=dict)
     path: str | None = None  # file the model came from, if any
+    data_files: list[str] = field(default_factory=list)  # external data files its tensors were read from (real paths)
 
     def opset(self, domain: str) -> int:
         d = "" if domain == "ai.onnx" else domain
