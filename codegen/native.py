@@ -61,6 +61,9 @@ def ffi_for(prefix: str) -> cffi.FFI:
         return f
 
 ERRLEN = 1024
+# the element type of a numpy array, for inputs whose declared type the caller did not give
+_NP_DTYPES = {d.np: d for d in (DType.BOOL, DType.FLOAT16, DType.DOUBLE, DType.UINT64, DType.UINT32, DType.UINT16,
+                                DType.UINT8, DType.INT8, DType.INT16, DType.INT32, DType.INT64, DType.FLOAT)}
 VALUE_DTYPE = 1000  # onnxc_tensor.dtype of a descriptor pointing at an onnxc_value (runtime_c/onnxc_value.h)
 
 
@@ -93,7 +96,8 @@ class NativeModel:
     def __init__(self, lib_path: Path, weights: Buffer | None, out_dtypes: list, threads: int = 1,
                  in_types: list | None = None, prefix: str = "onnxc_model"):
         """``out_dtypes``: per output its DType, or its IR type when it is a sequence/optional;
-        ``in_types``: per input None for tensors, the IR type for sequence/optional inputs;
+        ``in_types``: per input its DType for tensors (the descriptor's dtype, which the library checks;
+        None: taken from the array), the IR type for sequence/optional/map inputs;
         ``weights``: the blob (any bytes-like object; used in place when 64-byte aligned, e.g. the
         Program's blob or ``read_weights``, else copied), or None when the library embeds it (AOT
         artifacts: ``<prefix>_weights()``);
@@ -129,13 +133,15 @@ class NativeModel:
         for i, a in enumerate(arrays):
             t = ins[i]
             vt = self.in_types[i] if i < len(self.in_types) else None
-            if vt is not None:
+            if vt is not None and not isinstance(vt, DType):
                 t.data = build_value(a, vt, keep, f"input {i}", ffi)
                 t.dtype = VALUE_DTYPE
                 continue
             if a.ndim > 16:
                 raise InputError(f"input {i} has rank {a.ndim}; at most 16 is supported")
+            t.dtype = int(vt if vt is not None else _NP_DTYPES.get(a.dtype, DType.UNDEFINED))
             if a.dtype.kind in "OUS":
+                t.dtype = int(DType.STRING)
                 a = string_pointers(a, keep, f"input {i}", ffi)
             buf = ffi.from_buffer(a) if a.nbytes else ffi.NULL
             keep.append(buf)

@@ -14,6 +14,7 @@ from typing import Any
 from onnxc.ir import Attr, Function, FunctionNode, Graph, ModelError, Value
 
 from .attrs import convert_attr
+from .external import DataDir
 from .graphs import BuildContext, Scope, build_graph, check_domain, normalize_domain
 from .validate import node_label, order_nodes
 
@@ -43,7 +44,7 @@ class _BodyScope(Scope):
 
 
 def convert_function(fp: Any, model_opsets: dict[str, int], function_domains: set[str],
-                     base_dir: str | None) -> Function:
+                     base_dir: DataDir | str | None) -> Function:
     """IR function of FunctionProto ``fp``; nodes are checked (SSA, definedness) and sorted."""
     if not fp.name:
         raise ModelError("a model-local function has no name")

@@ -18,6 +18,7 @@ import numpy as np
 from onnxc.ir import Graph, ModelError, Node, TensorType, Value
 
 from .attrs import convert_attr
+from .external import DataDir
 from .tensors import sparse_to_array, tensor_to_array
 from .types import convert_dtype, convert_type
 from .validate import node_label, order_nodes, subgraphs
@@ -34,7 +35,7 @@ class BuildContext:
 
     opsets: dict[str, int]
     known_domains: set[str]  # domains a node may use: imported ones and model-local function domains
-    base_dir: str | None
+    base_dir: DataDir | str | None  # where external data is read (the loader passes its DataDir)
     taken: set[str] = field(default_factory=set)  # every value name of the model; fresh names avoid them
     _counter: int = 0
 

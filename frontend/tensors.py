@@ -9,16 +9,15 @@ dims, so a truncated or inconsistent tensor is a ModelError naming it, not a res
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
 from onnxc.ir import DType, ModelError
 
-from .external import read_external
+from .external import EXTERNAL, DataDir, read_external
 from .types import convert_dtype
-
-EXTERNAL = 1  # TensorProto.DataLocation.EXTERNAL
 
 # Little-endian wire dtype of raw_data for the element types numpy can read directly.
 _RAW = {
@@ -40,8 +39,9 @@ def tensor_name(t: Any, fallback: str = "") -> str:
     return f"tensor {t.name or fallback!r}"
 
 
-def tensor_to_array(t: Any, base_dir: str | None = None, what: str | None = None) -> np.ndarray:
-    """Decode TensorProto ``t``; ``base_dir`` resolves external data, ``what`` names it in errors."""
+def tensor_to_array(t: Any, base_dir: DataDir | str | None = None, what: str | None = None) -> np.ndarray:
+    """Decode TensorProto ``t``; ``base_dir`` (a folder or the loader's DataDir) resolves external data,
+    ``what`` names it in errors."""
     what = what or tensor_name(t)
     if t.HasField("segment"):
         raise ModelError(f"{what} is a segment of a larger tensor; segmented tensors are not supported")
@@ -55,7 +55,7 @@ def tensor_to_array(t: Any, base_dir: str | None = None, what: str | None = None
     if t.data_location == EXTERNAL:
         if dtype == DType.STRING:
             raise ModelError(f"{what}: string tensors cannot use external data")
-        flat = _from_raw(read_external(t, base_dir, what), dtype, n, what)
+        flat = _from_raw(read_external(t, base_dir, what, raw_bytes(dtype, dims)), dtype, n, what)
     elif t.HasField("raw_data"):
         if dtype == DType.STRING:
             raise ModelError(f"{what}: string tensors cannot use raw_data")
@@ -63,6 +63,14 @@ def tensor_to_array(t: Any, base_dir: str | None = None, what: str | None = None
     else:
         flat = _from_fields(t, dtype, n, what)
     return flat.reshape(dims)
+
+
+def raw_bytes(dtype: DType, dims: tuple[int, ...]) -> int:
+    """Bytes the raw data of a tensor of ``dtype`` and ``dims`` takes (exact: no int64 wraparound)."""
+    n = math.prod(dims)
+    if dtype in _PACKED:
+        return -(-n // _PACKED[dtype])
+    return n * np.dtype(_RAW[dtype]).itemsize
 
 
 def _from_raw(raw: bytes, dtype: DType, n: int, what: str) -> np.ndarray:
@@ -138,7 +146,7 @@ def decode_str(s: bytes) -> str | bytes:
         return s
 
 
-def sparse_to_array(sp: Any, base_dir: str | None = None, what: str | None = None) -> np.ndarray:
+def sparse_to_array(sp: Any, base_dir: DataDir | str | None = None, what: str | None = None) -> np.ndarray:
     """Densify a SparseTensorProto: zeros (empty strings) everywhere but at ``indices``."""
     what = what or f"sparse {tensor_name(sp.values)}"
     values = tensor_to_array(sp.values, base_dir, f"{what} values").reshape(-1)

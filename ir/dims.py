@@ -15,7 +15,7 @@ from typing import Union
 Dim = Union[int, "Expr"]
 
 __all__ = ["Dim", "Expr", "Sym", "Fn", "sym", "floordiv", "ceildiv", "mod", "dmin", "dmax",
-           "is_static", "evaluate", "to_c", "free_symbols", "as_dim"]
+           "is_static", "evaluate", "to_c", "to_c_checked", "free_symbols", "as_dim"]
 
 
 class Sym:
@@ -245,8 +245,19 @@ def floordiv(a: Dim, b: Dim) -> Dim:
 
 
 def _exact_quotient(a: Expr, b: Expr) -> Dim | None:
-    """If b is a single monomial dividing every term of a, return a / b."""
+    """a / b when it is exact: b a single monomial dividing every term of a, or a a monomial multiple
+    of a polynomial b (``(192*n*w + 192*n) / (n*w + n)`` is 192)."""
     if len(b.terms) != 1:
+        mb, cb = b.terms[0]
+        for ma, ca in a.terms:
+            pa = dict(ma)
+            if ca % cb or any(pa.get(atom, 0) < p for atom, p in mb):
+                continue
+            for atom, p in mb:
+                pa[atom] -= p
+            q = Expr.make({tuple(sorted(((x, p) for x, p in pa.items() if p), key=lambda ap: ap[0].key())): ca // cb})
+            if mul(q, b) == a:
+                return q
         return None
     (mb, cb), = b.terms
     out: dict = {}
@@ -394,3 +405,35 @@ def render(d: Dim, sym_name: Callable[[str], str], c_syntax: bool = False) -> st
 def to_c(d: Dim, sym_name: Callable[[str], str]) -> str:
     """C expression computing ``d``; ``sym_name`` maps a variable to its C lvalue."""
     return render(d, sym_name, c_syntax=True)
+
+
+def to_c_checked(d: Dim, sym_name: Callable[[str], str], flag: str = "&ovf_") -> str:
+    """C expression computing ``d`` with overflow-checked products and sums (runtime_c/onnxc.h
+    ``onnxc_ck_mul``/``onnxc_ck_add``): on overflow the ``int *`` ``flag`` is set and the value is 0.
+    For sizes computed from run-time dims; a constant or a lone variable is rendered as ``to_c``."""
+    if isinstance(d, int):
+        return render(d, sym_name, c_syntax=True)
+
+    def atom_s(atom: Atom) -> str:
+        if isinstance(atom, Sym):
+            return sym_name(atom.name)
+        fn = {"floordiv": "onnxc_floordiv", "mod": "onnxc_mod", "min": "onnxc_min", "max": "onnxc_max"}[atom.kind]
+        return f"{fn}({to_c_checked(atom.args[0], sym_name, flag)}, {to_c_checked(atom.args[1], sym_name, flag)})"
+
+    terms = []
+    for m, c in reversed(d.terms):  # highest degree first, as ``render``
+        expr = None
+        for atom, p in m:
+            for _ in range(p):
+                a = atom_s(atom)
+                expr = a if expr is None else f"onnxc_ck_mul({flag}, {expr}, {a})"
+        lit = render(c, sym_name, c_syntax=True)
+        if expr is None:
+            expr = lit
+        elif c != 1:
+            expr = f"onnxc_ck_mul({flag}, {lit}, {expr})"
+        terms.append(expr)
+    out = terms[0]
+    for t in terms[1:]:
+        out = f"onnxc_ck_add({flag}, {out}, {t})"
+    return out

@@ -107,6 +107,7 @@ class FastPath:
         self.in_dt = [t.dtype.np for t in in_types]
         self.in_static = [t.shape if all(isinstance(d, int) and d > 0 for d in t.shape) else None for t in in_types]
         self.in_rank = [len(t.shape) for t in in_types]
+        self.in_code = [int(t.dtype) for t in in_types]  # the descriptors' dtype, checked by the library
         where: dict[str, tuple[int, int]] = {}
         for i, t in enumerate(in_types):
             for k, d in enumerate(t.shape):
@@ -123,6 +124,7 @@ class FastPath:
             self.out_dt.append(t.dtype.np if fn is not None else (t.dtype if isinstance(t, TensorType) else t))
             static = fn is not None and all(isinstance(d, int) and d > 0 for d in t.shape)
             self.out_static.append(tuple(t.shape) if static else None)
+        self.out_code = [int(t.dtype) if fn is not None else 0 for t, fn in zip(out_types, self.out_fn)]
         self._tls = threading.local()
         # call(arrays) -> the outputs, or None when the call needs the general path
         self.call = self._generate()
@@ -135,9 +137,11 @@ class FastPath:
         outs = ffi.new("onnxc_tensor[]", max(1, self.n_out))
         for i, shp in enumerate(self.in_static):
             ins[i].rank = self.in_rank[i]
+            ins[i].dtype = self.in_code[i]
             for k, d in enumerate(shp or ()):
                 ins[i].dims[k] = d
         for j, shp in enumerate(self.out_static):
+            outs[j].dtype = self.out_code[j]  # caller-allocated outputs: their type, checked by run_into
             if shp is not None:
                 outs[j].rank = len(shp)
                 for k, d in enumerate(shp):

@@ -20,6 +20,7 @@ from .shapes.registry import rule_for
 
 
 def infer_graph(g: Graph, fold: bool = True) -> None:
+    g.reset_contracts()  # the rules state them again (ir/contracts.py)
     pending = list(reversed(g.nodes))  # a stack: expanded function ops push their new nodes
     while pending:
         node = pending.pop()

@@ -26,3 +26,14 @@ def test_to_c_uses_helpers():
     n = sym("N")
     c = to_c(floordiv(n, 3) + 1, lambda s: "D[0]")
     assert "onnxc_floordiv(D[0], 3)" in c
+
+
+def test_exact_quotient_by_a_polynomial():
+    """Reshape's -1 divides the element count by the known dims: a monomial multiple of a polynomial
+    simplifies (an OCR export's (192*n*f + 192*n) / (n*f + n) is 192), anything else stays opaque."""
+    n, w = sym("n"), sym("w")
+    f = floordiv(w - 1, 2)
+    assert floordiv(192 * n * f + 192 * n, n * f + n) == 192
+    assert floordiv(6 * n * w + 6 * n, 2 * w + 2) == 3 * n
+    q = floordiv(n * w + 1, w + 1)
+    assert evaluate(q, {"n": 3, "w": 4}) == 13 // 5
