@@ -229,8 +229,8 @@ def _renumber(expr: Expr, leaves: list[Value]) -> tuple[Expr, list[Value]]:
 
 
 def fuse_graph(g: Graph) -> bool:
-    changed = False
     taken: set[int] = set()
+    fused_at: dict[int, Node] = {}  # root id -> the fused node that takes its place
     for root in reversed(list(g.nodes)):
         if root.id in taken:
             continue
@@ -251,12 +251,16 @@ def fuse_graph(g: Graph) -> bool:
             expr = named
         expr, leaves = _renumber(expr, b.leaves)
         fused = Node(OP, leaves, [], chain_attrs(expr, dtype), domain=DOMAIN, name=root.name or out.name)
-        g.insert_before(root, fused)
         for n in b.group.values():
-            g.remove(n)
+            n.detach()
         fused.add_output(out)
-        changed = True
-    return changed
+        fused.graph, out.graph = g, g
+        fused_at[root.id] = fused
+    if not fused_at:
+        return False
+    # one rebuild of the node list (removing node by node is quadratic in long chains)
+    g.nodes = [fused_at.get(n.id, n) for n in g.nodes if n.id not in taken or n.id in fused_at]
+    return True
 
 
 def fuse_elementwise(model: Model) -> PassResult:
