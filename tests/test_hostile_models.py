@@ -12,7 +12,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import onnxc
-from onnxc.ir import InputError, ModelError, ShapeError, UnsupportedOpError
+from onnxc.ir import InputError, ModelError, RuntimeFailure, ShapeError, UnsupportedOpError
 
 FLOAT, INT64, BOOL = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
 
@@ -192,13 +192,27 @@ def _relu_n() -> onnxc.CompiledModel:
 
 
 @pytest.mark.parametrize("call", ["positional", "run"])
-def test_huge_broadcast_view_input_is_an_input_error(call: str) -> None:
+@pytest.mark.parametrize("n,why", [(2**45, "out of memory"), (2**47, "more than the limit")])
+def test_huge_broadcast_view_input_is_an_input_error(call: str, n: int, why: str) -> None:
+    """A scalar broadcast to 2^45 floats takes no memory; its contiguous copy would take 2^47 bytes (more
+    than a 47-bit address space holds, whatever the overcommit policy), 2^47 floats more than the limit."""
     cm = _relu_n()
-    x = np.broadcast_to(np.float32(1), (2**40,))
-    with pytest.raises(InputError, match=r"input 'x'.*\[1099511627776\].*4398046511104 bytes"):
+    x = np.broadcast_to(np.float32(1), (n,))
+    with pytest.raises(InputError, match=rf"input 'x'.*\[{n}\].*{4 * n} bytes.*{why}"):
         cm(x) if call == "positional" else cm.run({"x": x})
 
 
 def test_small_broadcast_view_input_runs() -> None:
     x = np.broadcast_to(np.float32(-1), (1000,))
     np.testing.assert_array_equal(_relu_n()(x), np.zeros(1000, np.float32))
+
+
+def test_output_too_large_for_memory_is_a_runtime_failure() -> None:
+    """ConstantOfShape to 2^46 floats (2^48 bytes: the per-tensor limit, more than a 47-bit address space
+    holds, whatever the overcommit policy): not folded at compile time; the output allocation fails
+    cleanly."""
+    m = _model([helper.make_node("ConstantOfShape", ["s"], ["y"], value=numpy_helper.from_array(np.array([1.0], np.float32)))],
+               [], [_vi("y")], [numpy_helper.from_array(np.array([2**23, 2**23], np.int64), "s")])
+    cm = onnxc.compile(m)
+    with pytest.raises(RuntimeFailure, match=rf"output 'y': out of memory for shape \[{2**23}, {2**23}\] \({2**48} bytes\)"):
+        cm.run({})
