@@ -216,3 +216,31 @@ def test_output_too_large_for_memory_is_a_runtime_failure() -> None:
     cm = onnxc.compile(m)
     with pytest.raises(RuntimeFailure, match=rf"output 'y': out of memory for shape \[{2**23}, {2**23}\] \({2**48} bytes\)"):
         cm.run({})
+
+
+# -- window attributes --------------------------------------------------------------------------------
+
+def _pool(op: str, **attrs) -> onnx.ModelProto:
+    return _model([helper.make_node(op, ["x"], ["y"], **attrs)], [_vi("x", FLOAT, [1, 1, 5, 5])], [_vi("y")])
+
+
+def test_huge_kernel_with_same_padding_is_a_shape_error_at_once() -> None:
+    """kernel_shape 2^62 with SAME_UPPER: the kernel generator used to build a list of k*k taps."""
+    with pytest.raises(ShapeError, match=r"MaxPool.*kernel_shape \[4611686018427387904, 4611686018427387904\] "
+                                         r"has a value beyond the limit of 2147483647"):
+        onnxc.compile(_pool("MaxPool", kernel_shape=[2**62, 2**62], auto_pad="SAME_UPPER"))
+
+
+@pytest.mark.parametrize("p", [0, -2])
+def test_lp_pool_with_a_non_positive_p_is_a_shape_error(p: int) -> None:
+    with pytest.raises(ShapeError, match=rf"LpPool.*attribute p must be positive, got {p}"):
+        onnxc.compile(_pool("LpPool", kernel_shape=[2, 2], p=p))
+
+
+def test_lp_pool_and_large_same_kernel_run() -> None:
+    x = np.arange(25, dtype=np.float32).reshape(1, 1, 5, 5) / 10
+    got = onnxc.compile(_pool("LpPool", kernel_shape=[2, 2], p=3)).run({"x": x})["y"]
+    want = np.array([[(np.abs(x[0, 0, i:i + 2, j:j + 2]) ** 3).sum() ** (1 / 3) for j in range(4)] for i in range(4)])
+    np.testing.assert_allclose(got[0, 0], want, rtol=1e-5)
+    got = onnxc.compile(_pool("MaxPool", kernel_shape=[9, 9], auto_pad="SAME_UPPER")).run({"x": x})["y"]
+    np.testing.assert_array_equal(got, np.full((1, 1, 5, 5), x.max(), np.float32))
