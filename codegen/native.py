@@ -23,6 +23,7 @@ from onnxc.ir import (
     TensorType,
     UnsupportedOpError,
 )
+from onnxc.ir.limits import MAX_TENSOR_BYTES, element_count
 
 CDEF = """
 typedef struct onnxc_tensor { void *data; int64_t dims[16]; int32_t rank; int32_t dtype; } onnxc_tensor;
@@ -183,6 +184,20 @@ class NativeModel:
         return np.frombuffer(ffi.buffer(owner, nbytes), dtype=npdt).reshape(shape)
 
 
+def contiguous(a: np.ndarray, what: str) -> np.ndarray:
+    """A C-contiguous copy of the view ``a``. InputError naming ``what`` and the size when the copy is
+    beyond MAX_TENSOR_BYTES or does not fit in memory (a broadcast view of a scalar to 2^40 elements
+    takes no memory itself; its copy takes 4 TiB)."""
+    nbytes = element_count(a.shape) * a.dtype.itemsize
+    why = f"{what}: a non-contiguous array of shape {list(a.shape)} needs a contiguous copy of {nbytes} bytes"
+    if nbytes > MAX_TENSOR_BYTES:
+        raise InputError(f"{why}, more than the limit of {MAX_TENSOR_BYTES} bytes per tensor")
+    try:
+        return a.copy(order="C")  # (np.ascontiguousarray would turn a 0-d array into 1-d)
+    except MemoryError:
+        raise InputError(f"{why}: out of memory") from None
+
+
 def status_error(st: int, msg: str) -> BaseException:
     """The exception for a non-zero status of a run function (codes: runtime_c/onnxc.h). A cancelled
     run (Ctrl-C, codegen/sigint.py) gives KeyboardInterrupt, not an OnnxcError: it must not be caught
@@ -294,7 +309,7 @@ def build_value(obj, t, keep: list, what: str, ffi: cffi.FFI = _ffi):
     if a.dtype != t.dtype.np:
         raise InputError(f"{what}: expected element type {t.dtype.short}, got {a.dtype}")
     if not a.flags.c_contiguous:
-        a = a.copy(order="C")  # (np.ascontiguousarray would turn a 0-d array into 1-d)
+        a = contiguous(a, what)
     if a.ndim > 16:
         raise InputError(f"{what}: rank {a.ndim}; at most 16 is supported")
     if t.dtype == DType.STRING:

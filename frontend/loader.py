@@ -80,15 +80,17 @@ def load_model(source: Source, *, base_dir: str | os.PathLike[str] | None = None
     if not mp.opset_import and mp.ir_version < 3:
         opsets[""] = 1  # IR versions 1 and 2 predate opset_import: the default opset is version 1
     function_domains = {normalize_domain(f.domain) for f in mp.functions}
+    local_ops = {(normalize_domain(f.domain), f.name) for f in mp.functions}
     functions = {}
     for fp in mp.functions:
-        f = convert_function(fp, opsets, function_domains, data_dir)
+        f = convert_function(fp, opsets, function_domains, data_dir, local_ops)
         key = (f.domain, f.name, f.overload)
         if key in functions:
             raise ModelError(f"model-local function {key} is defined twice")
         functions[key] = f
 
-    ctx = BuildContext(opsets, set(opsets) | function_domains, data_dir, taken=all_names(mp.graph))
+    ctx = BuildContext(opsets, set(opsets) | function_domains, data_dir, taken=all_names(mp.graph),
+                       local_ops=local_ops)
     graph = build_graph(mp.graph, ctx)
     return Model(
         graph=graph, opset_imports=opsets, functions=functions, ir_version=mp.ir_version,

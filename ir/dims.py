@@ -4,7 +4,15 @@ A dimension (`Dim`) is either a Python ``int`` or an :class:`Expr`: a polynomial
 coefficients over *atoms*. An atom is a dimension variable (:class:`Sym`) or an opaque function
 application (floor division, modulo, min, max) that could not be simplified. Expressions are kept
 in a canonical form so that equal expressions compare (and hash) equal, and any expression that
-turns out constant collapses back to a plain ``int``.
+turns out constant collapses back to a plain ``int``. Nested floor divisions by positive constants
+flatten (``floor((floor(x / b) + r) / c) == floor((x + r*b) / (b*c))`` for a constant r, while the
+constants stay below FLATTEN_MAX), so a chain of strided convolutions or pools gives one division,
+not one level per layer.
+
+Sort keys and hashes are computed once, when an expression is built, so building and comparing
+nested expressions does not recurse through them. Function applications nest at most MAX_DEPTH deep
+(a deeper one is a :class:`DimTooDeep` error: the functions that evaluate and render expressions
+recurse once per level).
 """
 
 from __future__ import annotations
@@ -15,13 +23,20 @@ from typing import Union
 Dim = Union[int, "Expr"]
 
 __all__ = ["Dim", "Expr", "Sym", "Fn", "sym", "floordiv", "ceildiv", "mod", "dmin", "dmax",
-           "is_static", "evaluate", "to_c", "to_c_checked", "free_symbols", "as_dim"]
+           "is_static", "evaluate", "to_c", "to_c_checked", "free_symbols", "as_dim", "DimTooDeep", "MAX_DEPTH"]
+
+MAX_DEPTH = 64  # deepest nesting of function applications (floor division, mod, min, max) in a Dim
+
+
+class DimTooDeep(ValueError):
+    """A dimension expression would nest function applications deeper than MAX_DEPTH."""
 
 
 class Sym:
     """A dimension variable, identified by name."""
 
     __slots__ = ("name",)
+    depth = 0
 
     def __init__(self, name: str):
         self.name = name
@@ -42,18 +57,24 @@ class Sym:
 class Fn:
     """An opaque application: kind in {'floordiv', 'mod', 'min', 'max'}."""
 
-    __slots__ = ("kind", "args", "_hash")
+    __slots__ = ("kind", "args", "_hash", "_key", "depth")
 
     def __init__(self, kind: str, args: tuple):
         self.kind = kind
         self.args = args
         self._hash = hash((kind, args))
+        self._key = (1, kind, tuple(_key(a) for a in args))
+        self.depth = 1 + max(_depth(a) for a in args)
+        if self.depth > MAX_DEPTH:
+            raise DimTooDeep(f"a dimension expression nests floor divisions, mod, min or max {self.depth} deep, "
+                             f"more than the limit of {MAX_DEPTH}")
 
     def key(self) -> tuple:
-        return (1, self.kind, tuple(_key(a) for a in self.args))
+        return self._key
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Fn) and other.kind == self.kind and other.args == self.args
+        return self is other or (isinstance(other, Fn) and other._hash == self._hash and other.kind == self.kind
+                                 and other.args == self.args)
 
     def __hash__(self) -> int:
         return self._hash
@@ -73,6 +94,10 @@ def _key(d: Dim) -> tuple:
     return (1, d.key())
 
 
+def _depth(d: Dim) -> int:
+    return 0 if isinstance(d, int) else d.depth
+
+
 Atom = Sym | Fn
 Monomial = tuple  # tuple[(Atom, power), ...] sorted by atom key
 
@@ -80,13 +105,15 @@ Monomial = tuple  # tuple[(Atom, power), ...] sorted by atom key
 class Expr:
     """Canonical polynomial: mapping monomial -> nonzero integer coefficient."""
 
-    __slots__ = ("terms", "_hash")
+    __slots__ = ("terms", "_hash", "_key", "depth")
 
     def __init__(self, terms: dict):
         # terms: {monomial: coeff}; monomial () is the constant term
-        items = sorted(((m, c) for m, c in terms.items() if c != 0), key=lambda mc: _mono_key(mc[0]))
-        self.terms = tuple(items)
+        keyed = sorted(((_mono_key(m), m, c) for m, c in terms.items() if c != 0), key=lambda kmc: kmc[0])
+        self.terms = tuple((m, c) for _, m, c in keyed)
         self._hash = hash(self.terms)
+        self._key = tuple((k, c) for k, _, c in keyed)
+        self.depth = max((a.depth for m, _ in self.terms for a, _ in m), default=0)
 
     # -- construction helpers -------------------------------------------------------------
     @staticmethod
@@ -99,10 +126,10 @@ class Expr:
         return Expr(terms)
 
     def key(self) -> tuple:
-        return tuple((_mono_key(m), c) for m, c in self.terms)
+        return self._key
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Expr) and other.terms == self.terms
+        return self is other or (isinstance(other, Expr) and other._hash == self._hash and other.terms == self.terms)
 
     def __hash__(self) -> int:
         return self._hash
@@ -241,7 +268,34 @@ def floordiv(a: Dim, b: Dim) -> Dim:
         q = _exact_quotient(a, b)
         if q is not None:
             return q
+    if isinstance(b, int) and b > 0 and isinstance(a, Expr):
+        inner = _inner_floordiv(a)
+        # floor((floor(y / d) + r) / b) == floor((y + r*d) / (d*b)) for an integer r; only while the
+        # new constants stay small, so the C code computing the dim cannot overflow where it did not
+        if inner is not None and inner[1] * b <= FLATTEN_MAX and abs(inner[2] * inner[1]) <= FLATTEN_MAX:
+            y, d, r = inner
+            return floordiv(add(y, r * d), d * b)
     return Expr.make({((Fn("floordiv", (a, b)), 1),): 1})
+
+
+FLATTEN_MAX = 1 << 20  # largest divisor and offset a flattened floor division may get
+
+
+def _inner_floordiv(a: Expr) -> tuple[Dim, int, int] | None:
+    """(y, d, r) when ``a`` is floor(y / d) + r: a floor division by a positive constant d (coefficient
+    and power 1) plus a constant r."""
+    if len(a.terms) > 2:
+        return None
+    found, r = None, 0
+    for m, c in a.terms:
+        if m == ():
+            r = c
+        elif len(m) == 1 and c == 1 and m[0][1] == 1 and isinstance(m[0][0], Fn) and m[0][0].kind == "floordiv" \
+                and isinstance(m[0][0].args[1], int) and m[0][0].args[1] > 0:
+            found = m[0][0]
+        else:
+            return None
+    return None if found is None else (found.args[0], found.args[1], r)
 
 
 def _exact_quotient(a: Expr, b: Expr) -> Dim | None:

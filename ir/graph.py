@@ -234,12 +234,22 @@ class Graph:
 
     def fresh_name(self, base: str) -> str:
         taken = self._names()
-        i = 0
+        nxt = self._root()._name_next  # per base, the first suffix not yet tried (names are never freed)
+        i = nxt.get(base, 0)
         while f"{base}_{i}" in taken:
             i += 1
         name = f"{base}_{i}"
         taken.add(name)
+        nxt[base] = i + 1
         return name
+
+    def _root(self) -> Graph:
+        root = self
+        while root.parent is not None:
+            root = root.parent
+        if not hasattr(root, "_name_next"):
+            root._name_next = {}  # type: ignore[attr-defined]
+        return root
 
     def _names(self) -> set[str]:
         root = self

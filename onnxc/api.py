@@ -19,7 +19,7 @@ from onnxc.codegen.cache import build_cached
 from onnxc.codegen.compiler import CompilerConfig, compiler_version
 from onnxc.codegen.emit import emit_c
 from onnxc.codegen.lower import Program, lower
-from onnxc.codegen.native import NativeModel
+from onnxc.codegen.native import NativeModel, contiguous
 from onnxc.ir import CacheWarning, CompileError, DType, InputError, Model, ModelError, TensorType, innermost
 from onnxc.passes.pipeline import optimize
 
@@ -150,7 +150,7 @@ class CompiledModel:
                     raise InputError(f"input {info.name!r}: expected element type "
                                      f"{info.elem_type.name.lower()} ({info.dtype}), got {a.dtype}")
             if not a.flags.c_contiguous:
-                a = np.ascontiguousarray(a)
+                a = contiguous(a, f"input {info.name!r}")
             arrays.append(a)
         extra = set(feeds) - set(self._in_names)
         if extra:

@@ -27,8 +27,9 @@ import numpy as np
 
 from onnxc.codegen import sigint
 from onnxc.codegen.native import ERRLEN, NativeModel, open_library, status_error
-from onnxc.ir import DType, TensorType
+from onnxc.ir import DType, RuntimeFailure, TensorType
 from onnxc.ir.dims import evaluate, free_symbols, sym
+from onnxc.ir.limits import element_count
 
 ShapeFn = Callable[[list], tuple]
 
@@ -126,6 +127,7 @@ class FastPath:
             self.out_static.append(tuple(t.shape) if static else None)
         self.out_code = [int(t.dtype) if fn is not None else 0 for t, fn in zip(out_types, self.out_fn)]
         self._tls = threading.local()
+        self._out_names = names[1] if names is not None else None
         # call(arrays) -> the outputs, or None when the call needs the general path
         self.call = self._generate()
         # call_dict(feeds) -> {output name: array}, or None (also for missing or unknown names)
@@ -166,7 +168,7 @@ class FastPath:
                     "fb": self.ffi._backend.from_buffer, "CA": self.ffi.typeof("char[]"), "NULL": self.ffi.NULL,
                     "run": self.native._run_into, "run_args": self._run_args, "W": self.native._wptr,
                     "threads": self.native.threads, "ERRLEN": ERRLEN, "fail": self._fail,
-                    "take": self.native.take_output}
+                    "take": self.native.take_output, "oom": self._out_of_memory}
         arr = [f"a{i}" for i in range(self.n_in)]
         if names is None:
             L = ["def call(arrays):"]
@@ -206,11 +208,13 @@ class FastPath:
             ns[f"odt{j}"] = self.out_dt[j]
             if self.out_static[j] is not None:
                 ns[f"os{j}"] = self.out_static[j]
-                L.append(f"    o{j} = np_empty(os{j}, odt{j})")
+                L += ["    try:", f"        o{j} = np_empty(os{j}, odt{j})", "    except MemoryError:",
+                      f"        oom({j}, os{j}, odt{j})"]
             else:
                 ns[f"ofn{j}"] = fn
                 L.append(f"    sh = ofn{j}(s)")
-                L.append(f"    o{j} = np_empty(sh, odt{j})")
+                L += ["    try:", f"        o{j} = np_empty(sh, odt{j})", "    except MemoryError:",
+                      f"        oom({j}, sh, odt{j})"]
                 L.append(f"    if not o{j}.size: return None")
                 L.append(f"    t = u{j}")
                 L.append("    t.rank = len(sh)")
@@ -231,3 +235,10 @@ class FastPath:
 
     def _fail(self, st: int, err) -> None:
         raise status_error(st, self.ffi.string(err).decode("utf-8", "replace"))
+
+    def _out_of_memory(self, j: int, shape: tuple, dt) -> None:
+        """The error of an output numpy cannot allocate (the library's own allocations report
+        ONNXC_ERR_MEMORY, a RuntimeFailure too)."""
+        name = repr(self._out_names[j]) if self._out_names is not None else str(j)
+        n = element_count(shape) * np.dtype(dt).itemsize
+        raise RuntimeFailure(f"output {name}: out of memory for shape {list(shape)} ({n} bytes)")

@@ -362,8 +362,9 @@ def split_sizes(node: Node, dim: Dim, axis: int = 0) -> list[Dim]:
     elif (node.version >= 13 or node.version == 1) and node.input(1) is not None:
         split = shape_input(node, 1, "split", dynamic=True)
     if split is RUNTIME:  # sizes known at run time: each output's axis dim is computed by the shape function
-        if static_length(node, 1, "split") != n:
-            raise fail(node, f"split has {static_length(node, 1, 'split')} entries for {n} outputs")
+        m = static_length(node, 1, "split", limit=max(n, 1))
+        if m != n:
+            raise fail(node, f"split has {m} entries for {n} outputs")
         return [runtime_dim(node, k, axis) for k in range(n)]
     if split is not None:
         if len(split) != n:
