@@ -14,6 +14,7 @@ import argparse
 import os
 import pickle
 import resource
+import signal
 import struct
 import sys
 import traceback
@@ -128,6 +129,7 @@ def serve() -> None:
     proto_out = os.fdopen(os.dup(1), "wb", buffering=0)
     os.dup2(2, 1)
     faulthandler.enable()
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # the pool asks for the stacks of a hang
     limit_resources()
     import onnxc  # noqa: F401 - imported once, before the first request
 

@@ -409,7 +409,7 @@ def mut_swap_op(m: onnx.ModelProto, d: st.DataObject) -> str | None:
 
 def mut_nest(m: onnx.ModelProto, d: st.DataObject) -> str | None:
     """Wrap a main-graph node into an If (both branches hold it) or a 1-trip Loop, ``depth`` times."""
-    depth = d.draw(st.sampled_from([1, 1, 2, 3, 8, 40]), label="depth")
+    depth = d.draw(st.sampled_from([1, 1, 2, 3, 8, 24]), label="depth")  # (protobuf: 100 levels at most)
     kind = d.draw(st.sampled_from(["If", "Loop"]))
     if not m.graph.node:
         return None
@@ -419,9 +419,10 @@ def mut_nest(m: onnx.ModelProto, d: st.DataObject) -> str | None:
     outs = [o for o in node.output if o]
     if not outs:
         return None
-    cond = helper.make_tensor("nest_true", TensorProto.BOOL, [], [True])
-    if not any(t.name == "nest_true" for t in m.graph.initializer):
-        m.graph.initializer.append(cond)
+    for t in (helper.make_tensor("nest_true", TensorProto.BOOL, [], [True]),
+              helper.make_tensor("nest_one", TensorProto.INT64, [], [1])):
+        if not any(i.name == t.name for i in m.graph.initializer):
+            m.graph.initializer.append(t)
     cur = node
     for level in range(depth):
         inner = onnx.NodeProto()
@@ -443,7 +444,7 @@ def mut_nest(m: onnx.ModelProto, d: st.DataObject) -> str | None:
                  helper.make_tensor_value_info("lc", TensorProto.BOOL, [])],
                 [helper.make_tensor_value_info("lc_out" + suffix, TensorProto.BOOL, []),
                  *[helper.make_tensor_value_info(o, TensorProto.UNDEFINED, None) for o in inner_outs if o]])
-            cur = helper.make_node("Loop", ["", "nest_true"], list(cur.output), body=body)
+            cur = helper.make_node("Loop", ["nest_one", "nest_true"], list(cur.output), body=body)
     m.graph.node[idx].CopyFrom(cur)
     return f"nest {node.op_type} in {kind} x{depth}"
 

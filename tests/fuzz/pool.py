@@ -4,7 +4,7 @@
 once; ``drain`` waits for the rest. Every finished example goes to the ``on_result`` callback as
 ``(task, outcome)``: the child's dict (tests/fuzz/child.py ``check``), or for a worker that died
 ``{"status": "crash", ...}`` with its exit status or signal, or for one that did not answer within
-``timeout`` seconds ``{"status": "hang", ...}`` (it is killed). A dead or killed worker is replaced.
+``timeout`` seconds ``{"status": "hang", ...}`` with its Python stacks (it is then killed). A dead or killed worker is replaced.
 Each worker's stderr goes to a log file in ``log_dir``; a crash or hang outcome carries the log's
 tail written while that example ran (faulthandler traces, sanitizer reports).
 """
@@ -141,6 +141,11 @@ class WorkerPool:
                         self._done(w, outcome)
             elif time.monotonic() - w.started > self.timeout:
                 task = w.task
+                try:  # the worker's Python stacks into its log (faulthandler), then it is killed
+                    os.kill(w.proc.pid, signal.SIGUSR1)
+                    time.sleep(1.0)
+                except ProcessLookupError:
+                    pass
                 tail = self._tail(w, w.log_offset)
                 self._replace(w)
                 self.on_result(task, {"status": "hang", "error": f"no answer in {self.timeout:.0f} s",

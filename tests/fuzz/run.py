@@ -19,7 +19,8 @@ another exception type, or generated C the compiler rejects. Each failure's mode
 or the worker's last output and the command that replays it; at most MAX_PER_SIGNATURE per distinct
 (category, error, onnxc frame).
 
-The compile cache is a temporary folder of the run (``ONNXC_CACHE_MAX_MB`` bounded), removed at the end.
+The compile cache is a temporary folder of the run (``ONNXC_CACHE_MAX_MB`` bounded), with every runtime
+object built before the first example, removed at the end.
 """
 
 from __future__ import annotations
@@ -69,8 +70,8 @@ def signature(outcome: dict) -> str:
 class FuzzRun:
     """The pool, counts and reproducers of one fuzz run (a context manager)."""
 
-    def __init__(self, name: str, workers: int | None = None):
-        self.name = name
+    def __init__(self, name: str, workers: int | None = None, prebuild: bool = True):
+        self.name, self.prebuild = name, prebuild
         self.dir = Path(tempfile.mkdtemp(prefix=f"onnxc-fuzz-{name}-"))
         env = dict(os.environ)
         env.update(ONNXC_CACHE_DIR=str(self.dir / "cache"), ONNXC_CACHE_MAX_MB="256")
@@ -85,6 +86,11 @@ class FuzzRun:
         self.pool: WorkerPool | None = None
 
     def __enter__(self) -> FuzzRun:
+        from onnxc.codegen.compiler import CompilerConfig
+        from onnxc.codegen.runtime_lib import runtime_objects, runtime_sources
+
+        if self.prebuild:  # every runtime object up front: no example pays (and risks its time limit on) that
+            runtime_objects(CompilerConfig(), runtime_sources(), self.dir / "cache")
         self.pool = WorkerPool(self.workers, timeout(), self.dir / "logs", self.env, self.record)
         return self
 

@@ -57,14 +57,14 @@ def test_pool_tells_outcomes_apart_and_replaces_workers():
     assert "selftest" in out["raise"]["trace"]
     assert out["exit"]["status"] == "crash" and out["exit"]["error"] == "exited with status 3"
     assert out["valid"]["status"] == "ok" and out["valid"]["ran"]
-    assert out["hang"]["status"] == "hang"
+    assert out["hang"]["status"] == "hang" and "in _selftest" in out["hang"]["trace"]  # where it hung
     assert pool.spawned == 4  # the first worker, then one after each crash and after the hang
 
 
 def test_failures_are_saved_as_reproducers(tmp_path, monkeypatch):
     monkeypatch.setenv("ONNXC_FUZZ_REPROS", str(tmp_path))
     monkeypatch.setenv("ONNXC_FUZZ_SELFTEST", "1")
-    with FuzzRun("selftest") as run:
+    with FuzzRun("selftest", prebuild=False) as run:
         run.submit(b"#raise", ["selftest mutation"])
         run.submit(b"#raise", ["again"])
         run.submit(b"\x08\xff", ["garbage"])
