@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(cache, ignore_errors=True)
         env["ONNXC_CACHE_DIR"] = str(cache)
         env.setdefault("ONNXC_FUZZ_EXAMPLES", str(SLICE_FUZZ_EXAMPLES))
-        env["ONNXC_CONFORMANCE_REPORT"] = str(log_dir / "conformance_report.json")
+        env.setdefault("ONNXC_CONFORMANCE_REPORT", str(Path(tempfile.gettempdir()) / "onnxc-sanitize-conformance.json"))
         pytest_args = [*slice_args(), *rest]
     if not any(a == "-s" or a.startswith("--capture") for a in pytest_args):
         pytest_args = ["--capture=sys", *pytest_args]

@@ -208,7 +208,7 @@ def mut_attr_type(m: onnx.ModelProto, d: st.DataObject) -> str | None:
     how = d.draw(st.sampled_from(["retag", "int", "float", "ints", "string", "graph", "ref"]))
     name = a.name
     if how == "retag":
-        a.type = d.draw(st.integers(0, 16))
+        a.type = d.draw(st.integers(0, 14))  # (the enum's range: protobuf refuses other values)
     else:
         a.Clear()
         a.name = name
@@ -408,7 +408,8 @@ def mut_swap_op(m: onnx.ModelProto, d: st.DataObject) -> str | None:
 
 
 def mut_nest(m: onnx.ModelProto, d: st.DataObject) -> str | None:
-    """Wrap a main-graph node into an If (both branches hold it) or a 1-trip Loop, ``depth`` times."""
+    """Wrap a main-graph node into an If (both branches hold it) or a 1-trip Loop, ``depth`` times
+    (the If's else branch holds the plain node: the model stays linear in ``depth``)."""
     depth = d.draw(st.sampled_from([1, 1, 2, 3, 8, 24]), label="depth")  # (protobuf: 100 levels at most)
     kind = d.draw(st.sampled_from(["If", "Loop"]))
     if not m.graph.node:
@@ -431,11 +432,16 @@ def mut_nest(m: onnx.ModelProto, d: st.DataObject) -> str | None:
         inner_outs = [o + suffix for o in cur.output]
         del inner.output[:]
         inner.output.extend(inner_outs)
-        if kind == "If":
-            branch = helper.make_graph([inner], f"b{level}", [],
-                                       [helper.make_tensor_value_info(o, TensorProto.UNDEFINED, None)
-                                        for o in inner_outs if o])
-            cur = helper.make_node("If", ["nest_true"], list(cur.output), then_branch=branch, else_branch=branch)
+        if kind == "If":  # then: the nest so far; else: the node itself (a linear size, not 2^depth)
+            plain = onnx.NodeProto()
+            plain.CopyFrom(node)
+            del plain.output[:]
+            plain.output.extend([o + f"_e{level}" for o in node.output])
+            then_g, else_g = (helper.make_graph([n], f"{tag}{level}", [],
+                                                [helper.make_tensor_value_info(o, TensorProto.UNDEFINED, None)
+                                                 for o in n.output if o])
+                              for n, tag in ((inner, "t"), (plain, "e")))
+            cur = helper.make_node("If", ["nest_true"], list(cur.output), then_branch=then_g, else_branch=else_g)
         else:
             ident = helper.make_node("Identity", ["lc"], ["lc_out" + suffix])
             body = helper.make_graph(
@@ -570,7 +576,10 @@ def mutate_structure(d: st.DataObject, m: onnx.ModelProto) -> list[str]:
     notes = []
     for _ in range(d.draw(st.integers(1, 3), label="mutations")):
         name = d.draw(st.sampled_from(sorted(STRUCTURE)), label="mutation")
-        note = STRUCTURE[name](m, d)
+        try:
+            note = STRUCTURE[name](m, d)
+        except (ValueError, TypeError) as e:  # a value the protobuf API refuses to set: not a model
+            note = f"refused by protobuf ({e})"
         if note is not None:
             notes.append(f"{name}: {note}")
     return notes

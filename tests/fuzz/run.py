@@ -19,8 +19,8 @@ another exception type, or generated C the compiler rejects. Each failure's mode
 or the worker's last output and the command that replays it; at most MAX_PER_SIGNATURE per distinct
 (category, error, onnxc frame).
 
-The compile cache is a temporary folder of the run (``ONNXC_CACHE_MAX_MB`` bounded), with every runtime
-object built before the first example, removed at the end.
+The compile cache is a temporary folder of the run (``ONNXC_CACHE_MAX_MB`` bounded), removed at the end;
+before the first example it gets a copy of every runtime object, built if needed in this process's cache.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ import json
 import os
 import re
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -39,6 +40,7 @@ from .pool import ROOT, WorkerPool
 
 DEFAULT_EXAMPLES = 240
 MAX_PER_SIGNATURE = 3
+PROGRESS_EVERY = 500  # a progress line on stderr (seen with pytest -s)
 FAILURES = ("crash", "hang", "internal", "c-compile")
 _FRAME = re.compile(r'File "[^"]*/((?:frontend|ir|passes|codegen|onnxc|runtime_c)/[^"]+)", line (\d+)')
 
@@ -87,10 +89,13 @@ class FuzzRun:
 
     def __enter__(self) -> FuzzRun:
         from onnxc.codegen.compiler import CompilerConfig
-        from onnxc.codegen.runtime_lib import runtime_objects, runtime_sources
+        from onnxc.codegen.runtime_lib import runtime_folder, runtime_objects, runtime_sources
 
         if self.prebuild:  # every runtime object up front: no example pays (and risks its time limit on) that
-            runtime_objects(CompilerConfig(), runtime_sources(), self.dir / "cache")
+            cfg = CompilerConfig()  # compile; built once in this process's cache, copied into the run's
+            runtime_objects(cfg, runtime_sources())
+            shutil.copytree(runtime_folder(cfg), runtime_folder(cfg, self.dir / "cache"),
+                            ignore=shutil.ignore_patterns("*.lock", ".*"))
         self.pool = WorkerPool(self.workers, timeout(), self.dir / "logs", self.env, self.record)
         return self
 
@@ -115,6 +120,10 @@ class FuzzRun:
         c[outcome["status"]] += 1
         if outcome["status"] == "clean":
             self.clean[outcome["error"]] += 1
+        if c["examples"] % PROGRESS_EVERY == 0:
+            print(f"fuzz {self.name}: {c['examples']} examples, {c['compiled']} compiled, {c['ran']} ran, "
+                  f"{sum(self.by_signature.values())} failures, {time.monotonic() - self.t0:.0f} s",
+                  file=sys.stderr, flush=True)
         if outcome["status"] in FAILURES:
             sig = signature(outcome)
             self.by_signature[sig] += 1

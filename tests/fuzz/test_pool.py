@@ -11,11 +11,14 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import onnxc
 
 from .child import random_input
-from .corpus import BUILDERS, seed_bytes
+from .corpus import BUILDERS, seed_bytes, seed_model
+from .mutations import mutate_structure
 from .pool import WorkerPool
 from .run import FuzzRun, signature
 
@@ -86,3 +89,13 @@ def test_signature_names_the_innermost_onnxc_frame():
              'File "/x/passes/shapes/cast.py", line 42, in rule\nAttributeError: ...')
     assert signature({"status": "internal", "error": "AttributeError", "trace": trace}) == \
         "internal AttributeError at passes/shapes/cast.py:42"
+
+
+@settings(max_examples=300, database=None, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.data())
+def test_structure_mutations_stay_small(data):
+    """A mutated model stays within a few MB (no mutation grows exponentially: the harness process
+    builds every one)."""
+    m = seed_model(data.draw(st.sampled_from(sorted(BUILDERS))))
+    mutate_structure(data, m)
+    assert m.ByteSize() < (4 << 20)
