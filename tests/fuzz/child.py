@@ -101,6 +101,10 @@ def _selftest(data: bytes) -> None:
         os._exit(3)
     if data == b"#raise":
         raise KeyError("selftest")
+    if data == b"#ircheck":
+        from onnxc.ir.checker import IRCheckError
+
+        raise IRCheckError("value 'v7' has no type")
 
 
 def limit_resources() -> None:

@@ -17,7 +17,8 @@ It fails on a crash (a signal or an exit: segfault, abort, sanitizer report), a 
 another exception type, or generated C the compiler rejects. Each failure's model is saved as
 ``<category>-<error>-<sha>.onnx`` beside a ``.txt`` holding what was mutated, the message, the traceback
 or the worker's last output and the command that replays it; at most MAX_PER_SIGNATURE per distinct
-(category, error, onnxc frame).
+(category, error, onnxc frame). ``IRCheckError`` (a pass left the IR inconsistent: onnxc's fault, though
+an OnnxcError) passes but is counted and saved as ``suspect-*``.
 
 The compile cache is a temporary folder of the run (``ONNXC_CACHE_MAX_MB`` bounded), removed at the end;
 before the first example it gets a copy of every runtime object, built if needed in this process's cache.
@@ -42,6 +43,8 @@ DEFAULT_EXAMPLES = 240
 MAX_PER_SIGNATURE = 3
 PROGRESS_EVERY = 500  # a progress line on stderr (seen with pytest -s)
 FAILURES = ("crash", "hang", "internal", "c-compile")
+# OnnxcErrors that pass but say onnxc itself is at fault: counted and saved (``suspect-*``), not failed
+SUSPECT_ERRORS = ("IRCheckError",)
 _FRAME = re.compile(r'File "[^"]*/((?:frontend|ir|passes|codegen|onnxc|runtime_c)/[^"]+)", line (\d+)')
 
 
@@ -84,6 +87,7 @@ class FuzzRun:
         self.clean: collections.Counter = collections.Counter()
         self.failures: dict[str, list[str]] = {}
         self.by_signature: collections.Counter = collections.Counter()
+        self.suspects: collections.Counter = collections.Counter()
         self.t0 = time.monotonic()
         self.pool: WorkerPool | None = None
 
@@ -120,6 +124,12 @@ class FuzzRun:
         c[outcome["status"]] += 1
         if outcome["status"] == "clean":
             self.clean[outcome["error"]] += 1
+            if outcome["error"] in SUSPECT_ERRORS:
+                shape = re.sub(r"'[^']*'", "'.'", re.sub(r"[0-9]+", "N", outcome.get("message", "")))
+                sig = f"suspect {outcome['error']}: {shape[:80]}"
+                self.suspects[sig] += 1
+                if self.suspects[sig] <= MAX_PER_SIGNATURE:
+                    self.save(data, notes, {**outcome, "status": "suspect"})
         if c["examples"] % PROGRESS_EVERY == 0:
             print(f"fuzz {self.name}: {c['examples']} examples, {c['compiled']} compiled, {c['ran']} ran, "
                   f"{sum(self.by_signature.values())} failures, {time.monotonic() - self.t0:.0f} s",
@@ -153,7 +163,7 @@ class FuzzRun:
     def summary(self) -> dict:
         return {"run": self.name, "examples": self.counts["examples"], "compiled": self.counts["compiled"],
                 "ran": self.counts["ran"], "ok": self.counts["ok"], "clean_errors": dict(self.clean.most_common()),
-                "harness_skips": self.counts["harness"],
+                "harness_skips": self.counts["harness"], "suspects": dict(self.suspects.most_common()),
                 "failures": {k: self.counts[k] for k in FAILURES if self.counts[k]},
                 "failure_signatures": {s: {"count": n, "reproducers": self.failures.get(s, [])}
                                        for s, n in self.by_signature.most_common()},
@@ -172,6 +182,7 @@ class FuzzRun:
                  f"{sum(self.clean.values())} clean errors, {sum(s['failures'].values())} failures "
                  f"({s['seconds']:.0f} s)",
                  "  clean errors: " + ", ".join(f"{k} {v}" for k, v in s["clean_errors"].items())]
+        lines += [f"  {sig} (x{n}, reproducers saved as suspect-*)" for sig, n in s["suspects"].items()]
         for sig, v in s["failure_signatures"].items():
             lines.append(f"  FAILURE x{v['count']}: {sig}")
             lines += [f"    reproducer: {r}" for r in v["reproducers"]]

@@ -71,9 +71,12 @@ def test_failures_are_saved_as_reproducers(tmp_path, monkeypatch):
         run.submit(b"#raise", ["selftest mutation"])
         run.submit(b"#raise", ["again"])
         run.submit(b"\x08\xff", ["garbage"])
+        run.submit(b"#ircheck", ["inconsistent IR"])
         run.drain()
         summary = run.summary()
-    assert summary["examples"] == 3 and summary["clean_errors"] == {"ModelError": 1}
+    assert summary["examples"] == 4 and summary["clean_errors"] == {"ModelError": 1, "IRCheckError": 1}
+    assert summary["suspects"] == {"suspect IRCheckError: value '.' has no type": 1}
+    assert [p.name for p in tmp_path.glob("suspect-IRCheckError-*.onnx")]
     assert summary["failures"] == {"internal": 2}
     (sig, info), = summary["failure_signatures"].items()
     assert len(info["reproducers"]) == 1  # the same bytes are saved once
