@@ -18,6 +18,7 @@ import math
 from collections.abc import Callable, Iterator
 
 import onnx
+from google.protobuf import message as protobuf_message
 from hypothesis import strategies as st
 from onnx import AttributeProto, TensorProto, helper
 
@@ -578,7 +579,8 @@ def mutate_structure(d: st.DataObject, m: onnx.ModelProto) -> list[str]:
         name = d.draw(st.sampled_from(sorted(STRUCTURE)), label="mutation")
         try:
             note = STRUCTURE[name](m, d)
-        except (ValueError, TypeError) as e:  # a value the protobuf API refuses to set: not a model
+        except (ValueError, TypeError, protobuf_message.Error) as e:  # protobuf refuses the value (or the
+            # nesting depth, 100 levels): not a model
             note = f"refused by protobuf ({e})"
         if note is not None:
             notes.append(f"{name}: {note}")
