@@ -6,13 +6,14 @@ once; ``drain`` waits for the rest. Every finished example goes to the ``on_resu
 ``{"status": "crash", ...}`` with its exit status or signal, or for one that did not answer within
 ``timeout`` seconds ``{"status": "hang", ...}`` with its Python stacks (it is then killed). A dead or killed worker is replaced.
 Each worker's stderr goes to a log file in ``log_dir``; a crash or hang outcome carries the log's
-tail written while that example ran (faulthandler traces, sanitizer reports).
+tail written while that example ran (faulthandler traces, UBSan reports) and its ASan report file.
 """
 
 from __future__ import annotations
 
 import os
 import pickle
+import re
 import select
 import signal
 import struct
@@ -83,6 +84,17 @@ class WorkerPool:
         except OSError:
             return ""
         return text[-limit:]
+
+    def _asan_report(self, pid: int) -> str:
+        """The ASan report file of worker ``pid`` when ASAN_OPTIONS sends reports to files (python -m
+        tests.sanitize does)."""
+        m = re.search(r"(?:^|:)log_path=([^:]+)", self.env.get("ASAN_OPTIONS", ""))
+        if not m:
+            return ""
+        try:
+            return "\n" + Path(f"{m.group(1)}.{pid}").read_text(errors="replace")[-12000:]
+        except OSError:
+            return ""
 
     def _replace(self, w: _Worker) -> None:
         self._kill(w)
@@ -162,7 +174,7 @@ class WorkerPool:
         w.proc.wait()
         rc = w.proc.returncode
         what = f"killed by {_signal_name(-rc)}" if rc < 0 else f"exited with status {rc}"
-        tail = self._tail(w, w.log_offset)
+        tail = self._tail(w, w.log_offset) + self._asan_report(w.proc.pid)
         seconds = time.monotonic() - w.started
         self._replace(w)
         self.on_result(task, {"status": "crash", "error": what, "message": "", "trace": tail,

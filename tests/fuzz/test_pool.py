@@ -64,6 +64,20 @@ def test_pool_tells_outcomes_apart_and_replaces_workers():
     assert pool.spawned == 4  # the first worker, then one after each crash and after the hang
 
 
+def test_a_crash_carries_its_asan_report(tmp_path):
+    results = []
+    env = {**os.environ, "ONNXC_FUZZ_SELFTEST": "1", "ASAN_OPTIONS": f"detect_leaks=0:log_path={tmp_path / 'asan'}"}
+    pool = WorkerPool(1, timeout=20.0, log_dir=tmp_path / "logs", env=env,
+                      on_result=lambda task, out: results.append(out))
+    try:
+        pool.submit("asan", b"#asan")
+        pool.drain()
+    finally:
+        pool.close()
+    assert results[0]["status"] == "crash" and results[0]["error"] == "exited with status 1"
+    assert "AddressSanitizer: heap-buffer-overflow (selftest)" in results[0]["trace"]
+
+
 def test_failures_are_saved_as_reproducers(tmp_path, monkeypatch):
     monkeypatch.setenv("ONNXC_FUZZ_REPROS", str(tmp_path))
     monkeypatch.setenv("ONNXC_FUZZ_SELFTEST", "1")
