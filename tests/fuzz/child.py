@@ -1,7 +1,7 @@
 """What a fuzz worker process does with one model: compile it and, when it compiles, run it on random
 inputs of the declared shapes. The outcome is a small dict (``check``).
 
-    python -m tests.fuzz.child REPRO.onnx [--seed S]     # replay a saved reproducer in this process
+    python -m tests.fuzz.child REPRO.onnx... [--seed S]  # replay saved reproducers in this process
 
 ``serve`` is the worker loop of tests/fuzz/pool.py: requests and replies are length-prefixed pickles
 on the pipe handed over as fd 1 (the loop moves it aside and points fd 1 at stderr, so C code that
@@ -155,21 +155,25 @@ def serve() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tests.fuzz.child")
-    ap.add_argument("model", nargs="?", help="a saved reproducer (.onnx) to compile and run here")
+    ap.add_argument("models", nargs="*", help="saved reproducers (.onnx) to compile and run here, in order")
     ap.add_argument("--seed", type=int, default=None, help="input seed (default: from the bytes)")
     ap.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.serve:
         serve()
         return 0
-    if not args.model:
+    if not args.models:
         ap.error("give a model file")
-    with open(args.model, "rb") as f:
-        res = check(f.read(), args.seed)
-    for k, v in res.items():
-        if v not in ("", None):
-            print(f"{k}: {v}")
-    return 0 if res["status"] in ("ok", "clean") else 1
+    bad = 0
+    for path in args.models:
+        with open(path, "rb") as f:
+            res = check(f.read(), args.seed)
+        print(f"== {path}")
+        for k, v in res.items():
+            if v not in ("", None):
+                print(f"{k}: {v}")
+        bad += res["status"] not in ("ok", "clean")
+    return 1 if bad else 0
 
 
 if __name__ == "__main__":

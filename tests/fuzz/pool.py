@@ -3,7 +3,8 @@
 ``submit`` hands an example to an idle worker (waiting for one while all are busy) and returns at
 once; ``drain`` waits for the rest. Every finished example goes to the ``on_result`` callback as
 ``(task, outcome)``: the child's dict (tests/fuzz/child.py ``check``), or for a worker that died
-``{"status": "crash", ...}`` with its exit status or signal, or for one that did not answer within
+``{"status": "crash", ...}`` with its exit status or signal and ``previous``: the tasks it ran before
+(a memory error of an earlier example may only show when the heap is next used), or for one that did not answer within
 ``timeout`` seconds ``{"status": "hang", ...}`` with its Python stacks (it is then killed). A dead or killed worker is replaced.
 Each worker's stderr goes to a log file in ``log_dir``; a crash or hang outcome carries the log's
 tail written while that example ran (faulthandler traces, UBSan reports) and its ASan report file.
@@ -11,6 +12,7 @@ tail written while that example ran (faulthandler traces, UBSan reports) and its
 
 from __future__ import annotations
 
+import collections
 import os
 import pickle
 import re
@@ -26,6 +28,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 STARTUP_TIMEOUT = 120.0
+HISTORY = 8  # examples a worker ran before the current one, handed back with a crash
 
 
 @dataclass
@@ -36,6 +39,7 @@ class _Worker:
     started: float = 0.0
     log_offset: int = 0
     buf: bytearray = field(default_factory=bytearray)
+    history: collections.deque = field(default_factory=lambda: collections.deque(maxlen=HISTORY))
 
 
 class WorkerPool:
@@ -111,6 +115,7 @@ class WorkerPool:
         w = idle[0]
         msg = pickle.dumps((data, seed))
         w.task, w.started, w.buf = task, time.monotonic(), bytearray()
+        w.history.append((task, data))
         w.log_offset = w.log.stat().st_size if w.log.exists() else 0
         try:
             w.proc.stdin.write(struct.pack("<Q", len(msg)) + msg)
@@ -177,8 +182,9 @@ class WorkerPool:
         tail = self._tail(w, w.log_offset) + self._asan_report(w.proc.pid)
         seconds = time.monotonic() - w.started
         self._replace(w)
+        previous = [t for t, _ in list(w.history)[:-1]]
         self.on_result(task, {"status": "crash", "error": what, "message": "", "trace": tail,
-                              "compiled": False, "ran": False, "seconds": seconds})
+                              "compiled": False, "ran": False, "seconds": seconds, "previous": previous})
 
 
 def _signal_name(num: int) -> str:

@@ -16,7 +16,8 @@ An example passes when its worker answered in time with no exception or an ``Onn
 It fails on a crash (a signal or an exit: segfault, abort, sanitizer report), a hang past the limit,
 another exception type, or generated C the compiler rejects. Each failure's model is saved as
 ``<category>-<error>-<sha>.onnx`` beside a ``.txt`` holding what was mutated, the message, the traceback
-or the worker's last output and the command that replays it; at most MAX_PER_SIGNATURE per distinct
+or the worker's last output and the command that replays it (for a crash, with the examples the worker
+ran before it, saved as ``.prevN.onnx``: heap damage done by one shows later); at most MAX_PER_SIGNATURE per distinct
 (category, error, onnxc frame). ``IRCheckError`` (a pass left the IR inconsistent: onnxc's fault, though
 an OnnxcError) passes but is counted and saved as ``suspect-*``.
 
@@ -151,10 +152,17 @@ class FuzzRun:
         if path.exists():  # the same model failed the same way before
             return path
         path.write_bytes(data)
+        before = []
+        for k, (prev_data, _) in enumerate(reversed(outcome.get("previous", [])), 1):
+            before.insert(0, path.with_suffix(f".prev{k}.onnx"))
+            before[0].write_bytes(prev_data)
+        replay = " ".join(map(str, [*before, path]))
         path.with_suffix(".txt").write_text(
             f"fuzz run: {self.name}; {outcome['status']}: {outcome.get('error', '')}\n"
-            f"replay: cd {ROOT} && python -m tests.fuzz.child {path}\n"
-            f"mutations:\n" + "".join(f"  {n}\n" for n in notes) +
+            f"replay: cd {ROOT} && python -m tests.fuzz.child {replay}\n"
+            + ("(the worker ran the .prevN models before this one, in this order: a memory error of one of them "
+               "may be what broke)\n" if before else "") +
+            "mutations:\n" + "".join(f"  {n}\n" for n in notes) +
             f"stage: {outcome.get('stage', '?')}; compiled: {outcome.get('compiled')}; "
             f"seconds: {outcome.get('seconds', 0):.1f}\n"
             f"message:\n{outcome.get('message', '')}\n\ntrace / worker output:\n{outcome.get('trace', '')}\n")

@@ -62,6 +62,7 @@ def test_pool_tells_outcomes_apart_and_replaces_workers():
     assert out["valid"]["status"] == "ok" and out["valid"]["ran"]
     assert out["hang"]["status"] == "hang" and "in _selftest" in out["hang"]["trace"]  # where it hung
     assert pool.spawned == 4  # the first worker, then one after each crash and after the hang
+    assert out["exit"]["previous"] == ["garbage", "raise"]  # what that worker ran before
 
 
 def test_a_crash_carries_its_asan_report(tmp_path):
