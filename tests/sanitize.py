@@ -65,9 +65,8 @@ def sanitizer_env(sanitizers: str, log_dir: Path, env: dict[str, str] | None = N
         lib = asan_runtime(env.get("CC") or default_cc())
         if lib not in pre.split():
             env["LD_PRELOAD"] = f"{lib} {pre}".strip()
-    env["ASAN_OPTIONS"] = ":".join(filter(None, [
-        "detect_leaks=0", "allocator_may_return_null=1", "halt_on_error=1", f"log_path={log_dir / 'asan'}",
-        env.get("ASAN_OPTIONS_EXTRA", "")]))
+    env["ASAN_OPTIONS"] = f"detect_leaks=0:allocator_may_return_null=1:halt_on_error=1:log_path={log_dir / 'asan'}"
+    # (UBSan ignores its log_path when ASan is loaded too, but ASan's reports then need it set alike)
     env["UBSAN_OPTIONS"] = f"print_stacktrace=1:halt_on_error=1:log_path={log_dir / 'asan'}"
     return env
 
