@@ -23,7 +23,7 @@ from pathlib import Path
 from onnxc.ir import CompileError, DType, MapType, ModelError, OptionalType, SequenceType, TensorType
 from onnxc.ir.dims import Sym, dmax, dmin, floordiv, free_symbols, mod, sym, to_c_checked
 
-from .compiler import CompilerConfig, has_openmp
+from .compiler import CompilerConfig, compiler_env, has_openmp
 from .emit import emit_c
 from .lower import Program
 from .runtime_lib import runtime_files_for, runtime_objects
@@ -288,7 +288,8 @@ def _version() -> str:
 
 
 def target_flags(cfg: CompilerConfig, target: str) -> tuple[str, ...]:
-    """The compiler flags of an artifact: the configured ones with the target's ISA flags."""
+    """The compiler flags of an artifact: the configured ones with the target's ISA flags (the
+    sanitizer flags ``cfg.sanitize`` come on top, in build_command and in the runtime objects')."""
     return tuple(f for f in cfg.flags if not f.startswith("-march")) + tuple(TARGETS[target])
 
 
@@ -297,7 +298,7 @@ def build_command(out_dir: Path, name: str, cfg: CompilerConfig, target: str, em
     """The command building ``lib<name>.so`` from the written sources; ``runtime``: the runtime objects
     (built for the same flags) linked statically, else the runtime sources in the folder are compiled."""
     flags = target_flags(cfg, target)
-    cmd = [*shlex.split(cfg.cc), "-std=gnu11", *flags, "-fPIC", "-shared", "-fno-strict-aliasing",
+    cmd = [*shlex.split(cfg.cc), "-std=gnu11", *flags, *cfg.sanitize, "-fPIC", "-shared", "-fno-strict-aliasing",
            "-I", str(out_dir), f"-Wa,-I{out_dir}", f"-Wl,-soname,lib{name}.so"]
     if cfg.openmp and has_openmp(cfg.cc):
         cmd.append("-fopenmp")
@@ -317,7 +318,7 @@ def build_library(out_dir: Path, name: str, cfg: CompilerConfig, target: str, em
     runtime = runtime_objects(cfg, needed, cache, target_flags(cfg, target))
     cmd = build_command(out_dir, name, cfg, target, embed, runtime)
     try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=3600, env=compiler_env())
     except (OSError, subprocess.SubprocessError) as e:
         raise CompileError(f"could not run the C compiler ({shlex.join(cmd)}): {e}") from e
     if r.returncode != 0:

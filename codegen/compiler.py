@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -25,18 +26,55 @@ def default_cc() -> str:
     return os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang") or "cc"
 
 
+_SANITIZER = re.compile(r"[a-z][a-z0-9-]*")
+
+
+def sanitize_flags(spec: str | None = None) -> tuple[str, ...]:
+    """The sanitizer flags of ``ONNXC_SANITIZE`` (or ``spec``): a comma list of sanitizers passed to
+    ``-fsanitize=`` (e.g. ``address,undefined``), with frame pointers kept for the reports and
+    undefined behaviour made fatal. Empty when unset. Every model library, runtime object and AOT
+    artifact is then compiled and linked with them (and cached apart: the flags are in every cache
+    key). A library built with ``address`` needs the ASan runtime loaded first: run Python through
+    ``python -m tests.sanitize`` (which sets ``LD_PRELOAD`` and ``ASAN_OPTIONS``)."""
+    spec = os.environ.get("ONNXC_SANITIZE", "") if spec is None else spec
+    names = [s.strip() for s in spec.split(",") if s.strip()]
+    if not names:
+        return ()
+    bad = [n for n in names if not _SANITIZER.fullmatch(n)]
+    if bad:
+        raise CompileError(f"ONNXC_SANITIZE={spec!r}: {bad[0]!r} is not a sanitizer name (expected a comma list "
+                           "such as 'address,undefined')")
+    return (f"-fsanitize={','.join(names)}", "-fno-omit-frame-pointer", "-fno-sanitize-recover=undefined", "-g1")
+
+
+def compiler_env() -> dict[str, str]:
+    """The environment of compiler processes: this one's without a sanitizer runtime in ``LD_PRELOAD``
+    (python -m tests.sanitize preloads the ASan runtime for Python; the compiler does not need it and
+    runs about 20% slower under it)."""
+    env = dict(os.environ)
+    pre = env.get("LD_PRELOAD", "")
+    keep = [p for p in pre.replace(":", " ").split() if not re.match(r"lib[a-z]*san\.so", os.path.basename(p))]
+    if keep:
+        env["LD_PRELOAD"] = " ".join(keep)
+    else:
+        env.pop("LD_PRELOAD", None)
+    return env
+
+
 @dataclass(frozen=True)
 class CompilerConfig:
-    """How C is compiled. ``flags`` replace the default optimization flags when given."""
+    """How C is compiled. ``flags`` replace the default optimization flags when given; ``sanitize``
+    (default: from ``ONNXC_SANITIZE``, see sanitize_flags) is added to every compile and link."""
 
     cc: str = field(default_factory=default_cc)
     flags: tuple[str, ...] = ("-O3", "-march=native")
     openmp: bool = True
+    sanitize: tuple[str, ...] = field(default_factory=sanitize_flags)
 
     def object_command(self, src: Path, out: Path, include: Path | None = None) -> list[str]:
         """Compile ``src`` into the position-independent object ``out`` (``include``: a header read
         first, the precompiled runtime headers, codegen/runtime_lib.py)."""
-        cmd = [*shlex.split(self.cc), "-std=gnu11", *self.flags, "-fPIC", "-fno-strict-aliasing",
+        cmd = [*shlex.split(self.cc), "-std=gnu11", *self.flags, *self.sanitize, "-fPIC", "-fno-strict-aliasing",
                "-I", str(runtime_dir()), *(("-include", str(include)) if include else ())]
         if self.openmp and has_openmp(self.cc):
             cmd.append("-fopenmp")
@@ -44,7 +82,7 @@ class CompilerConfig:
 
     def link_command(self, objs: list[Path], out: Path, libs: tuple[Path, ...] = ()) -> list[str]:
         """Link objects (and the runtime objects or archives ``libs``) into the shared library ``out``."""
-        cmd = [*shlex.split(self.cc), *self.flags, "-fPIC", "-shared"]
+        cmd = [*shlex.split(self.cc), *self.flags, *self.sanitize, "-fPIC", "-shared"]
         if self.openmp and has_openmp(self.cc):
             cmd.append("-fopenmp")
         return [*cmd, "-o", str(out), *map(str, objs), *map(str, libs), "-lm"]
@@ -52,7 +90,8 @@ class CompilerConfig:
     def command(self, src: Path, out: Path, libs: tuple[Path, ...] = (), include: Path | None = None) -> list[str]:
         """Compile ``src`` into the shared library ``out``, linking the runtime objects ``libs`` (the
         runtime library, codegen/runtime_lib.py); ``include`` as in object_command."""
-        cmd = [*shlex.split(self.cc), "-std=gnu11", *self.flags, "-fPIC", "-shared", "-fno-strict-aliasing",
+        cmd = [*shlex.split(self.cc), "-std=gnu11", *self.flags, *self.sanitize, "-fPIC", "-shared",
+               "-fno-strict-aliasing",
                "-I", str(runtime_dir()), *(("-include", str(include)) if include else ())]
         if self.openmp and has_openmp(self.cc):
             cmd.append("-fopenmp")
@@ -104,7 +143,7 @@ def compile_units(srcs: list[Path], out: Path, cfg: CompilerConfig, libs: tuple[
 def run_compiler(cmd: list[str]) -> None:
     """Run one compiler command; CompileError carries the compiler's message."""
     try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=3600, env=compiler_env())
     except (OSError, subprocess.SubprocessError) as e:
         raise CompileError(f"could not run the C compiler ({shlex.join(cmd)}): {e}") from e
     if r.returncode != 0:

@@ -36,7 +36,7 @@ from pathlib import Path
 from onnxc.ir import CompileError
 
 from . import cache_integrity as integrity
-from .compiler import CompilerConfig, compile_shared, compiler_version, has_openmp, runtime_dir
+from .compiler import CompilerConfig, compile_shared, compiler_env, compiler_version, has_openmp, runtime_dir
 
 FORMAT_VERSION = "4"
 PCH = "onnxc_pch.h"
@@ -83,8 +83,9 @@ def pch_text() -> str:
 
 
 def object_command(cfg: CompilerConfig, src: Path, out: Path, flags: tuple[str, ...] | None = None) -> list[str]:
-    """The command compiling one runtime source into a position-independent object."""
-    cmd = [*shlex.split(cfg.cc), "-std=gnu11", *(cfg.flags if flags is None else flags), "-fPIC",
+    """The command compiling one runtime source into a position-independent object (``flags``: instead
+    of ``cfg.flags``; the sanitizer flags ``cfg.sanitize`` are always added)."""
+    cmd = [*shlex.split(cfg.cc), "-std=gnu11", *(cfg.flags if flags is None else flags), *cfg.sanitize, "-fPIC",
            "-fno-strict-aliasing", "-I", str(runtime_dir())]
     if cfg.openmp and has_openmp(cfg.cc):
         cmd.append("-fopenmp")
@@ -107,7 +108,7 @@ def _fail_on_compile() -> bool:
 def _compile_one(cmd: list[str]) -> str | None:
     """Run one compile; the compiler's message on failure, else None."""
     try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=3600, env=compiler_env())
     except (OSError, subprocess.SubprocessError) as e:
         return f"could not run the C compiler ({shlex.join(cmd)}): {e}"
     if r.returncode != 0:

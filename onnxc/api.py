@@ -382,7 +382,7 @@ def _model_key(model, root: Path, threads: int, cfg: CompilerConfig, profile: bo
         else:
             return model, None
         options = {"threads": threads, "cc": cfg.cc, "cc_version": compiler_version(cfg.cc),
-                   "flags": list(cfg.flags), "openmp": cfg.openmp, "profile": bool(profile)}
+                   "flags": list(cfg.flags), "sanitize": list(cfg.sanitize), "openmp": cfg.openmp, "profile": bool(profile)}
     except (OSError, CompileError):
         return data, None
     return data, model_cache.model_key(digest, options)

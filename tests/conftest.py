@@ -13,3 +13,13 @@ os.environ.setdefault("ONNXC_CHECK_IR", "1")
 
 # the conformance suite's reporting (summary line + JSON report) for runs from the repo root
 pytest_plugins = ["conformance.plugin"]
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """Tests of modules named ``test_hostile*.py`` carry the ``hostile`` marker (the sanitizer slice,
+    tests/sanitize.py, runs every hostile test)."""
+    import pytest
+
+    for item in items:
+        if item.path.name.startswith("test_hostile"):
+            item.add_marker(pytest.mark.hostile)

@@ -135,6 +135,7 @@ def test_run_errors(tmp_path, capsys, args, fragments) -> None:
     assert_one_line_error(rc, err, *fragments)
 
 
+@pytest.mark.hostile
 def test_missing_and_malformed_models(tmp_path, capsys) -> None:
     rc, _, err = run_cli(capsys, "run", str(tmp_path / "none.onnx"))
     assert_one_line_error(rc, err, "none.onnx", "does not exist")

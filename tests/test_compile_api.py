@@ -100,6 +100,7 @@ def test_input_errors_name_the_problem(add_relu):
         add_relu.run({"x": x, "y": x, "z": x})
 
 
+@pytest.mark.hostile
 def test_hostile_names_never_reach_c_unescaped():
     evil = 'x*/ "%s%n\\\n#include <evil>'
     m = onnxc.compile(add_relu_model(name_x=evil, out="o\"ut"))

@@ -23,6 +23,7 @@ import re
 import shutil
 import tempfile
 import time
+import zlib
 from pathlib import Path
 
 import pytest
@@ -200,6 +201,29 @@ class ConformanceReporter:
             top = list(doc["blocking_ops"].items())[:10]
             tr.write_line("  most blocking unsupported ops: " + ", ".join(f"{op} ({n})" for op, n in top))
         tr.write_line(f"  report: {self.path}")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--conformance-sample", type=int, default=0, metavar="N",
+                     help="run one conformance case in N (chosen by a stable hash of its name; no light "
+                          "models): the bounded slice of python -m tests.sanitize --slice")
+
+
+def in_sample(nodeid: str, n: int) -> bool:
+    """Whether the conformance case of ``nodeid`` is in the 1-in-``n`` sample (other tests always are)."""
+    m = _NODEID.search(nodeid)
+    if m is None or n <= 1:
+        return True
+    kind, name = m.group(1), m.group(2)
+    return (kind == "node" or _suite(kind, name) != "light") and zlib.crc32(name.encode()) % n == 0
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    n = config.getoption("--conformance-sample", 0)
+    if n > 1:
+        keep = [it for it in items if in_sample(it.nodeid, n)]
+        config.hook.pytest_deselected(items=[it for it in items if not in_sample(it.nodeid, n)])
+        items[:] = keep
 
 
 def ensure_registered(config: pytest.Config) -> None:

@@ -124,6 +124,7 @@ def test_invalid_graphs(nodes, message):
         load_model(model(nodes))
 
 
+@pytest.mark.hostile
 def test_malformed_inputs(tmp_path):
     with pytest.raises(ModelError, match="could not parse 6 bytes as an ONNX ModelProto"):
         load_model(b"\xff\x00garb")

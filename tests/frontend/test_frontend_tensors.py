@@ -64,6 +64,7 @@ def test_int4_sign_extension_and_odd_count():
     np.testing.assert_array_equal(_ours(t), np.array([0, 1, -2, -1, 1], np.int8))
 
 
+@pytest.mark.hostile
 @pytest.mark.parametrize("mutate, message", [
     (lambda t: t.dims.append(2), "6 elements of type FLOAT need 24 raw_data bytes, found 12"),
     (lambda t: (t.ClearField("dims"), t.dims.extend([-1, 3])), "negative dims"),

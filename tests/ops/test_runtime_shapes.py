@@ -26,6 +26,7 @@ from onnxc.ir import RuntimeFailure, UnsupportedOpError
 
 F, I64, I32, B = TP.FLOAT, TP.INT64, TP.INT32, TP.BOOL
 rng = np.random.default_rng(0)
+pytestmark = pytest.mark.hostile  # invalid run-time values: in the sanitizer slice (tests/sanitize.py)
 
 
 def vi(name: str, t: int, shape) -> onnx.ValueInfoProto:
