@@ -13,9 +13,10 @@ schema of its opset version before it becomes IR, like onnxruntime does when it 
   not refused: onnxc's own epilogue form of Conv/Gemm/MatMul (passes/fuse_epilogues.py) adds some.
 
 Attributes the schema does not declare are left alone (onnxc's own, or from newer specs), and so are
-ops of other domains. The table (op_schema_table.py) is generated from the pinned ``onnx`` package,
-which onnxc does not need at run time: ``python -m onnxc.frontend.gen_op_schema`` rewrites it, and
-a test checks it matches the installed ``onnx``.
+ops of other domains, except the onnxruntime contrib ops onnxc implements (CONTRIB, written from
+onnxruntime's ContribOperators.md). The table (op_schema_table.py) is generated from the pinned
+``onnx`` package, which onnxc does not need at run time: ``python -m onnxc.frontend.gen_op_schema``
+rewrites it, and a test checks it matches the installed ``onnx``.
 """
 
 from __future__ import annotations
@@ -26,6 +27,11 @@ from onnxc.ir import Attr, ModelError
 
 from .op_schema_table import SCHEMAS
 
+CONTRIB = {
+    ("com.microsoft", "Tokenizer"): ({"mark": "INT", "mincharnum": "INT", "pad_value": "STRING",
+                                      "separators": "STRINGS", "tokenexp": "STRING"},
+                                     ((1, ("X",), ("mark", "mincharnum", "pad_value")),)),
+}
 _WIDEN = {("FLOAT", "INT"): float, ("FLOATS", "INTS"): lambda v: [float(x) for x in v]}
 _short = reprlib.Repr()
 _short.maxlist = _short.maxstring = 24
@@ -34,7 +40,7 @@ _short.maxlist = _short.maxstring = 24
 def check_node(op_type: str, domain: str, version: int, inputs: list[str], attrs: dict[str, Attr],
                label: str) -> dict[str, Attr]:
     """``attrs`` with widened integers, after checking the node against its schema (ModelError)."""
-    entry = SCHEMAS.get((domain, op_type))
+    entry = SCHEMAS.get((domain, op_type)) or CONTRIB.get((domain, op_type))
     if entry is None:
         return attrs
     kinds, versions = entry

@@ -233,8 +233,9 @@ class Graph:
         return self.add_initializer(v)
 
     def fresh_name(self, base: str) -> str:
-        taken = self._names()
-        nxt = self._root()._name_next  # per base, the first suffix not yet tried (names are never freed)
+        root = self._root()
+        taken = root._names()
+        nxt = root.__dict__.setdefault("_name_next", {})  # per base, the next suffix to try (names stay taken)
         i = nxt.get(base, 0)
         while f"{base}_{i}" in taken:
             i += 1
@@ -247,14 +248,10 @@ class Graph:
         root = self
         while root.parent is not None:
             root = root.parent
-        if not hasattr(root, "_name_next"):
-            root._name_next = {}  # type: ignore[attr-defined]
         return root
 
     def _names(self) -> set[str]:
-        root = self
-        while root.parent is not None:
-            root = root.parent
+        root = self._root()
         cache = getattr(root, "_name_cache", None)
         if cache is None:
             cache = set()

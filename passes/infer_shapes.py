@@ -22,6 +22,7 @@ from .base import PassResult
 from .expand_function_ops import expand_node
 from .fold_constants import try_fold
 from .inline_if import inline_constant_if
+from .shapes.common import RULE_ERRORS, rule_failure
 from .shapes.registry import rule_for
 
 
@@ -47,30 +48,14 @@ def infer_graph(g: Graph, fold: bool = True) -> None:
             types = rule.infer(node)
         except ShapeError:
             raise
-        except (ValueError, TypeError, IndexError, KeyError, ZeroDivisionError, AttributeError) as e:
-            raise _rule_failure(node, e) from e
+        except RULE_ERRORS as e:
+            raise rule_failure(node, "shape inference", e) from e
         for o, t in zip(node.outputs, types):
             declared = g.value_info.get(o.name)
             o.type = _merge_hint(t, declared)
             _check_type(node, o.name, o.type, declared)
         if fold:
             try_fold(node)
-
-
-def _rule_failure(node: Node, e: Exception) -> ShapeError:
-    """The error of a shape rule that failed with a Python exception: the node's inputs and attributes
-    are not what the rule expected (the frontend checks the ONNX schemas, so this is rare: an op outside
-    them, or a combination the schema allows and the rule does not handle). The message shows what the
-    rule was given; the original exception stays chained as the cause, so a rule's bug stays visible."""
-    ins = ", ".join("absent" if v is None else f"{v.name!r}: {v.type}" for v in node.inputs) or "none"
-    attrs = ", ".join(f"{a.name}={a.kind} {_brief(a.value)}" for a in node.attrs.values()) or "none"
-    return ShapeError(f"{node.describe()}: shape inference failed ({type(e).__name__}: {e}); inputs: {ins}; "
-                      f"attributes: {attrs}")
-
-
-def _brief(value) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _check_type(node: Node, name: str, t, declared) -> None:

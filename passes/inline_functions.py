@@ -7,8 +7,8 @@ the function's default values, the IR-10 ``overload`` field, and the function's 
 Inlining is bounded before it starts: the size each function expands to (its nodes, with every call
 replaced by the callee's size, subgraph bodies included) and its nesting depth are computed once per
 function over the call graph, so a function that calls itself, calls nested deeper than MAX_DEPTH,
-or a model that would expand past MAX_NODES nodes (functions calling the previous one twice: 2^k
-nodes at k levels) is a ModelError naming the function, found in time linear in the functions'
+or calls that would create more than MAX_NODES nodes (functions calling the previous one twice: 2^k
+nodes at k levels) are a ModelError naming the function, found in time linear in the functions'
 text. Inlining itself is one pass over a work stack per graph: linear in the nodes it creates.
 """
 
@@ -21,7 +21,7 @@ from onnxc.ir import Attr, Function, Graph, Model, ModelError, Node, Value
 from .base import PassResult
 
 MAX_DEPTH = 64  # deepest chain of nested calls
-MAX_NODES = 50_000  # most nodes the inlined graphs may hold (8 levels of doubling: 256; 16 levels: 65,536)
+MAX_NODES = 50_000  # most nodes inlining may create (8 levels of doubling: 256; 16 levels: 65,536)
 
 
 def _key(node: Node) -> tuple[str, str, str]:
@@ -147,11 +147,11 @@ def check_expansion(model: Model) -> None:
                 path.append(nxt)
                 on_path.add(nxt)
                 todo.append(iter(calls[nxt]))
-    main = [_key(n) for n in _graph_nodes([model.graph])]
-    total = sum(size.get(k, 1) for k in main)
+    called = [k for k in (_key(n) for n in _graph_nodes([model.graph])) if k in size]
+    total = sum(size[k] for k in called)
     if total > MAX_NODES:
-        big = max((k for k in main if k in size), key=lambda k: size[k])
-        raise ModelError(f"inlining model-local functions would give {total:,} nodes, more than onnxc's limit "
+        big = max(called, key=lambda k: size[k])
+        raise ModelError(f"inlining model-local functions would create {total:,} nodes, more than onnxc's limit "
                          f"of {MAX_NODES:,}: function {_label(big)} expands to {size[big]:,} nodes "
                          f"({depth[big]} levels of nested calls)")
 

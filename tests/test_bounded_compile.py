@@ -115,6 +115,20 @@ def test_functions_nested_16_levels_are_refused_quickly() -> None:
     assert time.perf_counter() - t < 10
 
 
+def test_functions_nested_deeper_than_the_limit_are_refused() -> None:
+    """f_k calls f_{k-1} once: small, but MAX_DEPTH + 1 levels deep."""
+    from onnxc.passes.inline_functions import MAX_DEPTH
+
+    ops = [helper.make_opsetid("", 17), helper.make_opsetid("local", 1)]
+    fns = [helper.make_function("local", "g0", ["x"], ["y"], [helper.make_node("Neg", ["x"], ["y"])], ops)]
+    fns += [helper.make_function("local", f"g{k}", ["x"], ["y"], [helper.make_node(f"g{k - 1}", ["x"], ["y"], domain="local")], ops)
+            for k in range(1, MAX_DEPTH + 1)]
+    g = helper.make_graph([helper.make_node(f"g{MAX_DEPTH}", ["x"], ["y"], domain="local")], "g",
+                          [helper.make_tensor_value_info("x", FLOAT, [3])], [helper.make_tensor_value_info("y", FLOAT, [3])])
+    with pytest.raises(ModelError, match=rf"function local::g{MAX_DEPTH} nests calls .* {MAX_DEPTH + 1} deep"):
+        onnxc.compile(helper.make_model(g, opset_imports=ops, functions=fns))
+
+
 def test_recursive_function_is_refused() -> None:
     ops = [helper.make_opsetid("", 17), helper.make_opsetid("local", 1)]
     f = helper.make_function("local", "loop", ["x"], ["y"], [helper.make_node("loop", ["x"], ["y"], domain="local")], ops)

@@ -244,3 +244,32 @@ def test_lp_pool_and_large_same_kernel_run() -> None:
     np.testing.assert_allclose(got[0, 0], want, rtol=1e-5)
     got = onnxc.compile(_pool("MaxPool", kernel_shape=[9, 9], auto_pad="SAME_UPPER")).run({"x": x})["y"]
     np.testing.assert_array_equal(got, np.full((1, 1, 5, 5), x.max(), np.float32))
+
+
+# -- contrib ops and the last line of defence ------------------------------------------------------------
+
+def test_contrib_tokenizer_attribute_of_the_wrong_type_is_a_model_error() -> None:
+    """com.microsoft Tokenizer's mark given as INTS reached int() in its kernel check (a bare TypeError)."""
+    node = helper.make_node("Tokenizer", ["x"], ["y"], domain="com.microsoft", mark=[1, 2], mincharnum=1, pad_value="#",
+                            separators=[" "])
+    g = helper.make_graph([node], "g", [_vi("x", TensorProto.STRING, [2])], [_vi("y", TensorProto.STRING)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+    with pytest.raises(ModelError, match=r"Tokenizer.*attribute 'mark' must be INT, got INTS \[1, 2\]"):
+        onnxc.compile(m)
+
+
+def test_a_shape_rule_that_fails_gives_a_shape_error_naming_what_it_was_given(monkeypatch) -> None:
+    """Whatever a rule trips on, the error names the node, its inputs and attributes, and keeps the
+    Python exception as its cause (a bug in a rule stays visible in the traceback)."""
+    import onnxc.passes.infer_shapes as infer
+
+    class Broken:
+        def infer(self, node):
+            return node.attr("alpha").nothing
+
+    monkeypatch.setattr(infer, "rule_for", lambda node: Broken())
+    m = _model([helper.make_node("LeakyRelu", ["x"], ["y"], alpha=0.5)], [_vi("x", FLOAT, [2])], [_vi("y")])
+    with pytest.raises(ShapeError, match=r"LeakyRelu \(outputs 'y'\): shape inference failed \(AttributeError: .*nothing.*\); "
+                                         r"inputs: 'x': float\[2\]; attributes: alpha=FLOAT 0.5") as e:
+        onnxc.compile(m)
+    assert isinstance(e.value.__cause__, AttributeError)

@@ -13,6 +13,26 @@ def fail(node: Node, msg: str) -> ShapeError:
     return ShapeError(f"{node.describe()}: {msg}")
 
 
+# Python exceptions a shape rule or expansion may raise on inputs or attributes it did not expect
+RULE_ERRORS = (ValueError, TypeError, IndexError, KeyError, ZeroDivisionError, AttributeError)
+
+
+def rule_failure(node: Node, what: str, e: Exception) -> ShapeError:
+    """The error of a shape rule (or expansion) that failed with a Python exception: the node's inputs
+    and attributes are not what it expected (the frontend checks the ONNX schemas, so this is rare: an
+    op outside them, or a combination the schema allows and the rule does not handle). The message
+    shows what the rule was given; the caller chains ``e`` as the cause, so a rule's bug stays visible."""
+    ins = ", ".join("absent" if v is None else f"{v.name!r}: {v.type}" for v in node.inputs) or "none"
+    attrs = ", ".join(f"{a.name}={a.kind} {_brief(a.value)}" for a in node.attrs.values()) or "none"
+    return ShapeError(f"{node.describe()}: {what} failed ({type(e).__name__}: {e}); inputs: {ins}; "
+                      f"attributes: {attrs}")
+
+
+def _brief(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 def tensor_type(node: Node, i: int) -> TensorType:
     """Type of input ``i``; errors name the node when it is absent or not a tensor."""
     v = node.input(i)
