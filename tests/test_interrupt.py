@@ -55,6 +55,9 @@ CHILD = textwrap.dedent("""
     import onnx
     import onnxc
 
+    # a parent started in the background (no job control) hands SIGINT down ignored, and Python then
+    # installs no handler: restore Python's own, as an interactive program has
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     form, path = sys.argv[1], sys.argv[2]
     model = onnxc.load(path) if form == "aot" else onnxc.compile(onnx.load(path))
     v0 = np.zeros(4, np.float32)

@@ -15,10 +15,10 @@ the body inferred again, until the carried types are stable.
 from __future__ import annotations
 
 from onnxc.ir import DType, Graph, Node, OptionalType, SequenceType, TensorType, UnsupportedOpError
-from onnxc.ir.dims import free_symbols, sym
+from onnxc.ir.dims import free_symbols, is_static, sym
 
 from ..lift_captures import captures, onnx_inputs
-from .common import fail, runtime_dim
+from .common import fail, runtime_dim, tensor_type
 from .registry import shape_rule
 from .sequences import hint
 
@@ -104,6 +104,11 @@ def merge_types(node: Node, k: int, a, b, known: set[str]):
 
 @shape_rule("If")
 def _if(node: Node) -> list:
+    cond = tensor_type(node, 0)
+    if cond.dtype != DType.BOOL:
+        raise fail(node, f"the condition (input 0) must be a bool tensor, got {cond.dtype.short}")
+    if cond.shape is not None and any(is_static(d) and d != 1 for d in cond.shape):
+        raise fail(node, f"the condition (input 0) must have one element, got shape {list(cond.shape)}")
     then_t = infer_body(node, node.attr("then_branch"), [])
     else_t = infer_body(node, node.attr("else_branch"), [])
     if len(then_t) != len(node.outputs) or len(else_t) != len(node.outputs):
