@@ -40,7 +40,7 @@ from pathlib import Path
 
 from .pool import ROOT, WorkerPool
 
-DEFAULT_EXAMPLES = 240
+DEFAULT_EXAMPLES = 500
 MAX_PER_SIGNATURE = 3
 PROGRESS_EVERY = 500  # a progress line on stderr (seen with pytest -s)
 FAILURES = ("crash", "hang", "internal", "c-compile")
