@@ -21,7 +21,7 @@ import subprocess
 from pathlib import Path
 
 from onnxc.ir import CompileError, DType, MapType, ModelError, OptionalType, SequenceType, TensorType
-from onnxc.ir.dims import Sym, dmax, dmin, floordiv, free_symbols, mod, sym
+from onnxc.ir.dims import Sym, dmax, dmin, floordiv, free_symbols, mod, sym, to_c_checked
 
 from .compiler import CompilerConfig, compiler_env, has_openmp
 from .emit import emit_c
@@ -212,14 +212,14 @@ def _describe(t) -> str:
 def _entries(p: Program, types: list, kind: str) -> list[dict]:
     rows = p.inputs if kind == "input" else [(n, b) for n, b, _ in p.outputs]
     shapes = [b.shape for _, b in p.inputs] if kind == "input" else [s for _, _, s in p.outputs]
-    late = set(p.dimvars[p.n_bound:])
+    late = set(p.dimvars[p.n_input_dims:])  # not bindable by name: the C API reports them as data-dependent
     out = []
     for (name, b), shape, t in zip(rows, shapes, types):
         needs = sorted({p.dimvars.index(s) for d in shape for s in free_symbols(d)})
         out.append({"name": name, "c_name": c_string(name), "name_comment": _comment(name),
                     "type_comment": _comment(_describe(t)), "dtype": 1000 if b.is_value else int(b.dtype),
                     "rank": len(shape), "dims": [c_string(str(d)) for d in shape],
-                    "dim_exprs": [p.dim_c(d) for d in shape], "needs": needs,
+                    "dim_exprs": [to_c_checked(d, p.sym_c) for d in shape], "needs": needs,
                     "data_dependent": b.is_value or any(free_symbols(d) & late for d in shape)})
     return out
 
@@ -240,11 +240,11 @@ def write_sources(p: Program, in_types: list, out_types: list, out_dir: Path, na
     weights = p.weights
     wsum = checksum(weights)
     ins, outs = _entries(p, in_types, "input"), _entries(p, out_types, "output")
-    dim_names = p.dimvars[:p.n_bound]
+    dim_names = p.dimvars[:p.n_input_dims]
     common = dict(name=name, prefix=prefix, inputs=ins, outputs=outs, n_inputs=len(ins), n_outputs=len(outs),
                   n_inputs_alloc=max(1, len(ins)), n_outputs_alloc=max(1, len(outs)),
-                  dim_names=[c_string(d) for d in dim_names], n_bound=p.n_bound,
-                  ndim_alloc=max(1, p.n_bound), embedded=embed, weights_file=f"{name}.weights",
+                  dim_names=[c_string(d) for d in dim_names], n_bound=p.n_input_dims,
+                  ndim_alloc=max(1, p.n_input_dims), embedded=embed, weights_file=f"{name}.weights",
                   weights_size=len(weights), weights_sum=wsum, version=_version(),
                   target_flags=" ".join(TARGETS[target]), openmp=True, dir_hint=name,
                   dim_names_plain=[d for d in dim_names if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.]*", d)],

@@ -1,6 +1,7 @@
 """A size bound for the on-disk caches (codegen/cache.py libraries, codegen/model_cache.py entries).
 
-Both caches share one folder. Every hit refreshes its entry's modification time (``touch``); after a
+Both caches share one folder. Every hit refreshes its entry's modification time (``touch``: a library's
+record ``<key>.so.sum``, a model entry's manifest; never a file whose stat is checked); after a
 store, ``prune`` removes the least recently used entries once the folder holds more than
 ``ONNXC_CACHE_MAX_MB`` (default DEFAULT_MAX_MB; 0 = no bound), down to PRUNE_TO of the bound.
 
@@ -68,7 +69,11 @@ def _entries(root: Path) -> list[tuple[float, int, str, Path]]:
                 st = lib.stat()
             except OSError:
                 continue
-            out.append((st.st_mtime, st.st_size + _size(lib.with_suffix(".c")), "lib", lib))
+            try:  # a hit marks the library's record (the library itself keeps its mtime: it is checked)
+                used = lib.with_name(lib.name + ".sum").stat().st_mtime
+            except OSError:
+                used = st.st_mtime
+            out.append((used, st.st_size + _size(lib.with_suffix(".c")), "lib", lib))
     for d in root.glob("models/[0-9a-f][0-9a-f]/*"):
         if d.name.startswith("."):
             continue  # being written or being discarded
@@ -86,7 +91,7 @@ def _remove(kind: str, path: Path) -> None:
 
         discard(path.parent.parent.parent, path.name)
         return
-    for p in (path, path.with_suffix(".c"), path.with_suffix(".lock")):
+    for p in (path, path.with_name(path.name + ".sum"), path.with_suffix(".c"), path.with_suffix(".lock")):
         try:
             p.unlink()
         except OSError:
@@ -122,7 +127,7 @@ def prune(root: Path, *, limit: int | None = None, now: float | None = None, for
     except OSError:
         pass
     try:
-        stamp.touch()
+        stamp.touch(mode=0o600)
         os.utime(stamp, (now, now))
     except OSError:
         return 0

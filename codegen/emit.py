@@ -4,67 +4,13 @@ from __future__ import annotations
 
 import re
 
-from onnxc.ir import Dim
-from onnxc.ir.dims import Expr, free_symbols
+from onnxc.ir.dims import free_symbols
 
+from .entry_checks import checked_dims, describe, input_checks, size_check, value_types
 from .kernels.base import WHO
 from .lower import Buffer, Program
 from .memory_plan import Slot, static_plan
 from .templating import c_string, render
-
-
-def _nbytes(p: Program, b: Buffer, shape: tuple | None = None) -> str:
-    shape = b.shape if shape is None else shape
-    dims = [p.dim_c(d) for d in shape]
-    return " * ".join([f"({d})" for d in dims] + [f"sizeof({b.dtype.c})"])
-
-
-def _single_sym(d: Dim) -> str | None:
-    if isinstance(d, Expr) and len(d.terms) == 1:
-        (mono, coeff), = d.terms
-        if coeff == 1 and len(mono) == 1 and mono[0][1] == 1 and hasattr(mono[0][0], "name"):
-            return mono[0][0].name
-    return None
-
-
-def _input_checks(p: Program, prefix: str) -> list[str]:
-    lines: list[str] = []
-    late: list[str] = []
-    names, dimnames = f"{prefix}_input_names", f"{prefix}_dim_names"
-    for i, (_name, b) in enumerate(p.inputs):
-        if b.is_value:
-            lines.append(f"    if (in[{i}].dtype != ONNXC_VALUE_DTYPE || !in[{i}].data) return onnxc_fail(rt, "
-                         f"ONNXC_ERR_INPUT, \"input '%s': expected a sequence or optional value\", {names}[{i}]);")
-            continue
-        lines.append(f"    if (in[{i}].rank != {len(b.shape)}) return onnxc_fail(rt, ONNXC_ERR_INPUT, "
-                     f"\"input '%s': expected rank %d, got %d\", {names}[{i}], {len(b.shape)}, "
-                     f"(int)in[{i}].rank);")
-        for k, d in enumerate(b.shape):
-            got = f"in[{i}].dims[{k}]"
-            if isinstance(d, int):
-                lines.append(f"    if ({got} != {d}) return onnxc_fail(rt, ONNXC_ERR_INPUT, \"input '%s' axis "
-                             f"%d: expected %lld, got %lld\", {names}[{i}], {k}, (long long){d}, "
-                             f"(long long){got});")
-                continue
-            s = _single_sym(d)
-            if s is not None:
-                j = p.dimvars.index(s)
-                code = 1 + i * 16 + k
-                lines.append(
-                    f"    if (!bound[{j}]) {{ D[{j}] = {got}; bound[{j}] = {code}; }}\n"
-                    f"    else if (D[{j}] != {got}) return onnxc_fail(rt, ONNXC_ERR_INPUT, \"input '%s' axis %d:"
-                    f" dimension '%s' is %lld (from input '%s' axis %d) but got %lld\", {names}[{i}], {k}, "
-                    f"{dimnames}[{j}], (long long)D[{j}], {names}[(bound[{j}] - 1) / 16], "
-                    f"(bound[{j}] - 1) % 16, (long long){got});")
-            else:
-                syms = sorted(free_symbols(d))
-                late.append(
-                    f"    if ({got} != {p.dim_c(d)}) return onnxc_fail(rt, ONNXC_ERR_INPUT, \"input '%s' axis "
-                    f"%d: expected %s = %lld, got %lld\", {names}[{i}], {k}, {c_string(str(d))}, "
-                    f"(long long)({p.dim_c(d)}), (long long){got});")
-                del syms
-    return lines + late
-
 
 _PREFIX = "onnxc_model"
 
@@ -82,6 +28,9 @@ def emit_c(p: Program, prefix: str = _PREFIX, profile: bool = False, units: int 
     if any(p.is_dynamic(b) for b in p.buffers.values()):
         helpers.setdefault("onnxc_shape", '#include "onnxc_shape.h"')
     helpers.setdefault("onnxc_value", '#include "onnxc_value.h"')  # the ABI's value_free needs it
+    helpers.setdefault("onnxc_check", '#include "onnxc_check.h"')  # the entry checks
+    # threads after fork, cancelling: the run function's, and every model library links onnxc_process.c
+    helpers.setdefault("onnxc_process", '#include "onnxc_process.h"')
     # runtime headers first, so a unit means the same whether they come from the precompiled header
     # (read before everything, codegen/runtime_lib.py) or from these lines
     helpers = sorted(helpers.values(), key=lambda h: not h.startswith('#include "onnxc'))
@@ -137,6 +86,7 @@ def emit_subprogram(p: Program, prefix: str) -> str:
     """C of a body program (If branch, Loop/Scan body): a static ``<prefix>_run`` with the model ABI.
     Its helpers went into the enclosing program's dict; its own subprograms are listed there too."""
     p.helpers.setdefault("onnxc_value", '#include "onnxc_value.h"')
+    p.helpers.setdefault("onnxc_check", '#include "onnxc_check.h"')
     if any(p.is_dynamic(b) for b in p.buffers.values()):
         p.helpers.setdefault("onnxc_shape", '#include "onnxc_shape.h"')
     return render("model.c.j2", standalone=False, helpers=[], subprograms=[], declarations=[], units=1,
@@ -154,8 +104,8 @@ def _program_values(p: Program, prefix: str, profile: bool = False, extern: bool
         if b.kind in ("temp", "output") and p.is_dynamic(b):
             dynamic.append(b)
         elif b.kind == "temp":
-            temps.append({"id": b.id, "nbytes": _nbytes(p, b), "first": b.first, "last": b.last,
-                          "ctype": b.dtype.c, "static": all(isinstance(d, int) for d in b.shape)})
+            temps.append({"id": b.id, "first": b.first, "last": b.last, "ctype": b.dtype.c,
+                          "static": all(isinstance(d, int) for d in b.shape)})
     # place big static buffers first: a better first-fit packing
     temps.sort(key=lambda t: (not t["static"], -_static_size(p.buffers[t["id"]])))
     plan = static_plan([Slot(t["id"], _static_size(p.buffers[t["id"]]) if t["static"] else None,
@@ -164,32 +114,66 @@ def _program_values(p: Program, prefix: str, profile: bool = False, extern: bool
         offsets, total = plan
         for t in temps:
             t["offset"] = offsets[t["id"]]
+    else:  # sizes from run-time dims: overflow-checked, each named in its error
+        for k, t in enumerate(temps):
+            b = p.buffers[t["id"]]
+            what = describe(f"the intermediate of {_comment(p.steps[b.first].node)}", b.shape)
+            t["size"] = size_check(p, what, b.dtype.c, b.shape, f"sz[{k}]", "goto done;")
     arena_bytes = plan[1] if plan is not None else None
     outputs = []
-    for _name, b, shape in p.outputs:
-        outputs.append({"index": b.index, "rank": len(shape), "early": b not in dynamic,
-                        "dtype": "ONNXC_VALUE_DTYPE" if b.is_value else int(b.dtype),
-                        "free": "onnxc_value_free" if b.is_value else "free",
-                        "dims": [p.dim_c(d) for d in shape], "nbytes": "" if b.is_value else _nbytes(p, b)})
+    late = set(p.dimvars[p.n_bound:])
+    for name, b, shape in p.outputs:
+        early = b not in dynamic  # allocated before the kernels run (its buffer's size follows from the inputs)
+        o = {"index": b.index, "rank": len(shape), "early": early, "name": c_string(name),
+             "dtype": "ONNXC_VALUE_DTYPE" if b.is_value else int(b.dtype),
+             "free": "onnxc_value_free" if b.is_value else "free", "dims": [p.dim_c(d) for d in shape], "sizes": [],
+             # run_into takes the caller's buffer: its dims follow from the inputs (not a run-time Reshape's)
+             "into": early and not any(free_symbols(d) & late for d in shape)}
+        if early and not b.is_value:  # sized before any kernel runs
+            o["sizes"] += _output_size(p, name, b, shape, o)
+        outputs.append(o)
     prof: list[str] | None = [] if profile else None  # descriptions of the profiled steps, in order
     steps = _unique_kernels(p, names, "ONNXC_KERNEL_EXTERN" if extern else "ONNXC_KERNEL", pre)
     return dict(prefix=prefix, steps=steps,
-                input_names=[c_string(n) for n, _ in p.inputs],
+                input_names=[c_string(n) for n, _ in p.inputs], value_types=value_types(p, prefix),
                 dim_names=[c_string(n) for n in p.dimvars], ndim_alloc=max(1, len(p.dimvars)),
-                input_checks=_input_checks(p, prefix), outputs=outputs, temps=temps,
+                input_checks=input_checks(p, prefix) + p.bind_checks, outputs=outputs, temps=temps,
+                has_weights=len(p.weights) > 0,
                 run=_run_lines(p, dynamic, names, prof, prefix), profile=None if prof is None else [c_string(n) for n in prof],
                 dynamic=[{"id": b.id, "ctype": b.ctype, "free": "onnxc_value_free" if b.is_value else "free"}
                          for b in dynamic if b.kind == "temp"],
                 arena_bytes=arena_bytes)
 
 
+def _output_size(p: Program, name: str, b: Buffer, shape: tuple, o: dict) -> list[str]:
+    """C computing ``on<j>_``, the bytes of early output ``j`` (and, when the caller may provide it,
+    its dims ``od<j>_``, overflow-checked); an error names the output."""
+    j = b.index
+    what = describe(f"output '{name}'", shape)
+    lines = [f"size_t on{j}_ = 0;"]
+    if not o["into"]:
+        return lines + size_check(p, what, b.dtype.c, b.shape, f"on{j}_", "return st;")
+    o["dims"] = [f"od{j}_[{k}]" for k in range(len(shape))]
+    lines += ["ovf_ = 0;", f"const int64_t od{j}_[{max(1, len(shape))}] = {{{', '.join(checked_dims(p, shape)) or '0'}}};"]
+    if tuple(b.shape) == tuple(shape) and not all(isinstance(d, int) for d in shape):
+        return lines + [f"if ((st = onnxc_check_size(rt, {c_string(what)}, ovf_, sizeof({b.dtype.c}), {len(shape)}, "
+                        f"od{j}_, &on{j}_))) return st;"]
+    return lines + size_check(p, what, b.dtype.c, b.shape, f"on{j}_", "return st;")
+
+
 def _run_lines(p: Program, dynamic: list[Buffer], canon: dict[str, str], prof: list[str] | None = None,
                prefix: str = _PREFIX) -> list[str]:
     """The body of the run function after setup: per step its shape function, the allocation of the
     dynamic buffers it produces, the kernel call, and the release of dynamic temps read for the last time.
-    With ``prof`` (a list to fill with step descriptions), each step's code is timed into its counter."""
+    With ``prof`` (a list to fill with step descriptions), each step's code is timed into its counter.
+    Between steps, the run polls its cancel counter (runtime_c/onnxc_process.h)."""
     lines: list[str] = []
+    ran = False  # whether a kernel or shape function came before this step
     for si, st in enumerate(p.steps):
+        if ran and (st.body is not None or st.shape_body is not None):
+            lines.append(f"if (onnxc_cancelled(rt)) {{ st = onnxc_cancel_fail(rt, {c_string(_comment(st.node))}); "
+                         "goto done; }")
+        ran = ran or st.body is not None or st.shape_body is not None
         start = len(lines)
         if st.shape_body is not None:
             args = "".join(", " + _ptr(p, p.buffers[bid], False) for _, bid in st.in_params)
@@ -199,9 +183,12 @@ def _run_lines(p: Program, dynamic: list[Buffer], canon: dict[str, str], prof: l
             if b.first != si or b.owned:
                 continue
             dst = f"out[{b.index}].data" if b.kind == "output" else f"b{b.id}"
-            dims = ", ".join(p.dim_c(d) for d in b.shape)
-            lines.append(f"{{ const int64_t dims_[{len(b.shape)}] = {{{dims}}};")
-            lines.append(f"  {dst} = onnxc_alloc_dims(sizeof({b.dtype.c}), {len(b.shape)}, dims_);")
+            dims = ", ".join(checked_dims(p, b.shape)) or "0"
+            what = c_string(describe(_comment(st.node), b.shape))
+            lines.append(f"{{ ovf_ = 0; const int64_t dims_[{max(1, len(b.shape))}] = {{{dims}}}; size_t nb_ = 0;")
+            lines.append(f"  if ((st = onnxc_check_size(rt, {what}, ovf_, sizeof({b.dtype.c}), {len(b.shape)}, dims_, "
+                         "&nb_))) goto done;")
+            lines.append(f"  {dst} = onnxc_alloc(nb_);")
             lines.append(f"  if (!{dst}) {{ st = onnxc_alloc_fail(rt, {c_string(_comment(st.node))}, "
                          f"{len(b.shape)}, dims_); goto done; }} }}")
         if st.body is not None and st.allocs is not None:
@@ -210,6 +197,7 @@ def _run_lines(p: Program, dynamic: list[Buffer], canon: dict[str, str], prof: l
             args = "".join(", " + _ptr(p, p.buffers[bid], out) for bid, out in st.args)
             args += f", {c_string(st.node)}" if _uses_who(st.body) else ""
             lines.append(f"if ((st = {canon[st.fn]}(rt, D{args}))) goto done;")
+        lines.extend(st.checks)
         if prof is not None and len(lines) > start:
             lines.insert(start, f"prof_t_ = {prefix}_prof_now();")
             lines.append(f"{prefix}_prof_sec[{len(prof)}] += {prefix}_prof_now() - prof_t_;")

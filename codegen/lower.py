@@ -42,6 +42,7 @@ from onnxc.ir import (
 from onnxc.ir.dims import free_symbols, sym, to_c
 
 from . import concat_inplace
+from .contracts import Placer, check_c
 from .kernels import registry as kb
 from .kernels.base import KernelCtx, Operand
 from .native import aligned_empty
@@ -61,6 +62,7 @@ class Buffer:
     symbol: str = ""       # a weight held by a static C array of this name (string constants)
     parent: int = -1       # slices: the buffer holding this one
     offset: str = "0"      # slices: C expression of the element offset in the parent
+    vtype: object = None   # values (dtype None): the IR type, checked at the entry (codegen/entry_checks.py)
 
     @property
     def ctype(self) -> str:
@@ -92,6 +94,7 @@ class Step:
     # Kernels that allocate their outputs (``@kernel(..., allocates=True)``) fill ``onnxc_tensor``
     # descriptors; per output: the dims the run function reads back into D[] and the ones it checks.
     allocs: list[AllocOut] | None = None
+    checks: list[str] = field(default_factory=list)  # run-time shape contracts checked after the step
 
     @property
     def in_params(self) -> list[tuple[str, int]]:
@@ -111,6 +114,9 @@ class Program:
     value_buffer: dict[int, int] = field(default_factory=dict)  # Value.id -> buffer id
     n_bound: int = 0                             # dimvars[:n_bound] are bound from the inputs
     subprograms: list[str] = field(default_factory=list)  # C of the bodies of If/Loop/Scan nodes
+    bind_checks: list[str] = field(default_factory=list)  # contracts over input dims, checked when binding
+    n_input_dims: int = 0                        # dimvars[:n_input_dims] come from the inputs' dims; the rest
+                                                 # of the bound ones are defined by contracts (broadcasts)
 
     def is_dynamic(self, b: Buffer) -> bool:
         """Whether ``b`` is allocated at run time: by its producing kernel, or because its size depends
@@ -156,7 +162,7 @@ class _Lowerer:
         if isinstance(t, TensorType):
             b = Buffer(self._nb, kind, t.dtype, t.shape, index)
         else:
-            b = Buffer(self._nb, kind, None, (), index, owned=kind == "temp")
+            b = Buffer(self._nb, kind, None, (), index, owned=kind == "temp", vtype=t)
         self._nb += 1
         self.buffers[b.id] = b
         self.vbuf[v.id] = b.id
@@ -235,7 +241,10 @@ class _Lowerer:
         return memoryview(buf)
 
     def dim_c(self, d: Dim) -> str:
-        return to_c(d, lambda s: f"D[{self.dimvars.index(s)}]")
+        return to_c(d, self.sym_c)
+
+    def sym_c(self, name: str) -> str:
+        return f"D[{self.dimvars.index(name)}]"
 
     def operand(self, v: Value, ptr: str) -> Operand:
         t = v.type
@@ -260,6 +269,9 @@ class _Lowerer:
                 for s in sorted(free_symbols(d)):
                     if s not in self.dimvars:
                         self.dimvars.append(s)
+        n_input_dims = len(self.dimvars)
+        placer = Placer(list(g.contracts.values()))
+        bind_checks = [check_c(c, self.sym_c, "return {call};") for c in placer.ready(self.dimvars)]
         n_bound = len(self.dimvars)
         self.slices, self.noops = concat_inplace.plan(g, set(self.dimvars))
         inputs = [(v.name, self.new_buffer("input", v, i)) for i, v in enumerate(g.inputs)]
@@ -268,11 +280,22 @@ class _Lowerer:
                 self.add_weight(v)
         for node in g.nodes:
             self.lower_node(node)
+            self.place_contracts(placer)
         outputs = self.place_outputs()
         self.plan_lifetimes()
         self.place_weights()
         return Program(inputs, outputs, self.buffers, self.steps, self.dimvars, self.finish_blob(),
-                       self.helpers, self.vbuf, n_bound, self.subprograms)
+                       self.helpers, self.vbuf, n_bound, self.subprograms, bind_checks, n_input_dims)
+
+    def place_contracts(self, placer: Placer) -> None:
+        """Check the contracts whose dims the steps so far defined, after the last step."""
+        ready = placer.ready(self.dimvars)
+        if not ready:
+            return
+        if not self.steps:
+            self.steps.append(Step(self.step_name(), None, [], [], "shape contracts"))
+        self.steps[-1].checks.extend(check_c(c, self.sym_c, "{{ st = {call}; goto done; }}")
+                                     for c in ready)
 
     def check_dims(self, node: Node, v: Value) -> None:
         t = v.type

@@ -2,12 +2,17 @@
 
 Buffers whose sizes are static are placed at compile time (greedy first-fit, largest first); when
 any size is symbolic the same algorithm runs at the start of each call in C
-(``onnxc_plan_arena`` in runtime_c/onnxc.h), so one compiled model serves every shape.
+(``onnxc_plan_arena`` in runtime_c/onnxc.h), so one compiled model serves every shape. A static
+arena, like any one tensor, holds at most MAX_TENSOR_BYTES (ir/limits.py): each buffer is within it,
+but many alive at once could add up past it (and past what 64-bit offsets in the C hold).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from onnxc.ir import ShapeError
+from onnxc.ir.limits import MAX_TENSOR_BYTES
 
 ALIGN = 64
 
@@ -51,4 +56,8 @@ def static_plan(slots: list[Slot]) -> tuple[dict[int, int], int] | None:
     """Compile-time plan when every size is known, else None."""
     if any(s.size is None for s in slots):
         return None
-    return first_fit(sorted(slots, key=lambda s: -(s.size or 0)))
+    offsets, total = first_fit(sorted(slots, key=lambda s: -(s.size or 0)))
+    if total > MAX_TENSOR_BYTES:
+        raise ShapeError(f"the static memory plan needs {total} bytes for the intermediate buffers alive at "
+                         f"once, more than the limit of {MAX_TENSOR_BYTES} bytes")
+    return offsets, total

@@ -12,16 +12,18 @@ front of it. Its key is the sha256 of:
 An entry is a folder ``<cache>/models/<key[:2]>/<key>/`` in the layout of an AOT artifact
 (``onnxc.json`` manifest, library, ``model.weights`` checked by size and checksum; see
 ``codegen/artifact.py`` and ``onnxc.aot.open_artifact``) plus ``model.c``, the source. The manifest's
-``jit`` section records the library's sha256 and the external data files the model read (checked on
-every hit). Entries are written into a temporary folder (while the C compiler runs) and renamed into
-place, so concurrent processes never see half-written entries; an entry that fails any check is
-discarded and rebuilt. A hit marks the entry as used (its manifest's modification time); the folder is
-kept under a size bound with the C cache's libraries (codegen/cache_prune.py, ``ONNXC_CACHE_MAX_MB``).
+``jit`` section records the integrity of the entry's files (size, sha256 and stat of the library, the
+weights and the source: codegen/cache_integrity.py; one stat each on a hit, a full hash when a stat
+changed) and the external data files the model read (``Model.data_files``, found again on every hit
+through the frontend's confined resolver, which the caller passes in). Entries are written into a
+temporary folder (while the C compiler runs) and renamed into place, so concurrent processes never see
+half-written entries; an entry that fails any check is discarded (the caller warns) and rebuilt. A hit
+marks the entry as used (its manifest's modification time); the folder is kept under a size bound with
+the C cache's libraries (codegen/cache_prune.py, ``ONNXC_CACHE_MAX_MB``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import importlib.util
 import json
@@ -30,17 +32,18 @@ import shutil
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from onnxc.ir import CompileError, ModelError
+from onnxc.ir import CompileError, ModelError, OnnxcError
 
+from . import cache_integrity as integrity
 from .artifact import FORMAT, MANIFEST, checksum, type_from_json, type_json
 from .cache_prune import prune, touch
 
-FORMAT_VERSION = "1"
-CHUNK = 1 << 20
+FORMAT_VERSION = "2"
 # packages whose files decide what a compile produces (the CLI, bench and examples are included too:
 # simpler than telling them apart, and they rarely change alone)
 _PACKAGES = ("onnxc", "onnxc.frontend", "onnxc.ir", "onnxc.passes", "onnxc.codegen", "onnxc.runtime_c")
@@ -51,7 +54,11 @@ _RACY_SECONDS = 2.0  # a file modified this recently may change again within one
 
 
 class EntryError(Exception):
-    """A cache entry that is missing, incomplete, corrupted or stale (the caller recompiles)."""
+    """A cache entry that is missing, incomplete or corrupted (the caller warns and recompiles)."""
+
+
+class StaleEntry(EntryError):
+    """A sound entry that no longer applies: an external data file changed (the caller recompiles)."""
 
 
 @dataclass(frozen=True)
@@ -103,15 +110,14 @@ def file_digest(path: str | os.PathLike, root: Path | None = None) -> str:
                 return text
         except OSError:
             pass
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        buf = bytearray(CHUNK)
-        view = memoryview(buf)
-        while n := f.readinto(buf):
-            h.update(view[:n])
-    digest = h.hexdigest()
-    if memo is not None and os.stat(path) == st and time.time() - st.st_mtime > _RACY_SECONDS:
-        _write_atomic(memo, digest.encode())
+    digest = integrity.sha256_file(path)
+    if memo is not None and _stat_key(path, os.stat(path)) == _stat_key(path, st) \
+            and time.time() - st.st_mtime > _RACY_SECONDS:  # (not os.stat equality: reading updates st_atime)
+        try:
+            integrity.private_dir(memo.parent)
+        except OSError:
+            return digest
+        integrity.write_atomic(memo, digest.encode())
     return digest
 
 
@@ -134,45 +140,63 @@ def entry_dir(root: Path, key: str) -> Path:
     return root / "models" / key[:2] / key
 
 
-def lookup(root: Path, key: str, base_dir: str | None = None) -> Entry | None:
-    """The entry of ``key`` if one exists; EntryError when it exists but fails a check (the library's
-    sha256, file sizes, the external data files the model read, found relative to ``base_dir``, the
-    folder of the model file: the same bytes in another folder may name other data). A model not
-    read from a file cannot use an entry with external data: None."""
+def lookup(root: Path, key: str, resolve: Callable[[str], str | None] | None = None) -> Entry | None:
+    """The entry of ``key`` if one exists; EntryError when it exists but fails a check (the integrity of
+    the library, weights and source, the external data files the model read). ``resolve`` finds an
+    external data file from its location (the frontend's confined resolver for the folder of the model
+    file: the same bytes in another folder may name other data; it raises for a location it refuses,
+    gives None for a file that is not there).
+    A model not read from a file (``resolve`` None) cannot use an entry with external data: None."""
     d = entry_dir(root, key)
     try:
         manifest = json.loads((d / MANIFEST).read_text())
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as e:
-        raise EntryError(f"{d}: unreadable manifest: {e}") from None
+        raise EntryError(f"{d / MANIFEST}: unreadable manifest: {e}") from None
     try:
         jit = manifest["jit"]
         if jit["key"] != key:
-            raise EntryError(f"{d}: the manifest belongs to another key")
-        lib = d / manifest["library"]
-        if file_digest(lib) != jit["library_sha256"]:
-            raise EntryError(f"{d}: the library does not match its sha256")
-        w = manifest["weights"]
-        if (d / w["file"]).stat().st_size != w["size"] or not (d / jit["source"]).is_file():
-            raise EntryError(f"{d}: the weights or source file is missing or has the wrong size")
+            raise EntryError(f"{d / MANIFEST}: the manifest belongs to another key")
+        files = jit["files"]
+        needed = {manifest["library"], manifest["weights"]["file"], jit["source"]}
+        if not needed <= set(files) or manifest["weights"]["size"] != files[manifest["weights"]["file"]]["size"] \
+                or any(os.path.basename(name) != name or name in ("", ".", "..") for name in files):
+            raise EntryError(f"{d / MANIFEST}: the integrity records do not cover the entry's files")
+        refreshed = False
+        for name, rec in files.items():
+            refreshed |= integrity.check(d / name, rec)
         for ext in jit["external"]:
-            if base_dir is None:
+            if resolve is None:
                 return None
-            p = Path(os.path.realpath(base_dir), ext["location"])
-            if not p.is_file() or p.stat().st_size != ext["size"] or file_digest(p, root) != ext["sha256"]:
-                raise EntryError(f"{d}: external data file {p} changed since the model was compiled")
-    except (KeyError, TypeError) as e:
-        raise EntryError(f"{d}: incomplete manifest ({e})") from None
+            try:
+                p = resolve(ext["location"])
+            except OnnxcError as e:
+                raise EntryError(f"{d / MANIFEST}: external data file: {e}") from None
+            if p is None:
+                raise StaleEntry(f"{d}: external data file {ext['location']!r} is gone")
+            if os.stat(p).st_size != ext["size"] or file_digest(p, root) != ext["sha256"]:
+                raise StaleEntry(f"{d}: external data file {p} changed since the model was compiled")
+    except integrity.BadFile as e:
+        raise EntryError(str(e)) from None
+    except (KeyError, TypeError, AttributeError) as e:
+        raise EntryError(f"{d / MANIFEST}: incomplete manifest ({e!r})") from None
     except OSError as e:
         raise EntryError(f"{d}: {e}") from None
-    touch(d / MANIFEST)
+    if refreshed:  # (a file's stat changed, not its contents: the next hit is one stat again)
+        integrity.write_atomic(d / MANIFEST, _manifest_text(manifest))
+    else:
+        touch(d / MANIFEST)
     return Entry(d, manifest)
+
+
+def _manifest_text(manifest: dict) -> bytes:
+    return (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode()
 
 
 class PendingEntry:
     """An entry being written while the C compiler runs: a thread writes the source and the weights
-    into a temporary folder, with their checksum and the records of the external data files;
+    into a temporary folder, with their integrity records and the records of the external data files;
     ``commit`` adds the library and renames the folder into place (atomic: concurrent processes see
     a whole entry or none); ``abandon`` removes it. Failing to write (a full disk, a read-only cache)
     is not an error: the entry is simply not stored."""
@@ -180,7 +204,8 @@ class PendingEntry:
     def __init__(self, root: Path, key: str, manifest: dict, source: str, weights, external: list[str],
                  base_dir: str | None = None):
         """``manifest``: from ``manifest()``; ``weights``: a bytes-like object nobody writes to;
-        ``external``: the external data files (``external_files``) of the model file in ``base_dir``."""
+        ``external``: the external data files the model read (``Model.data_files``: real paths inside
+        ``base_dir``, the folder of the model file)."""
         self.base_dir = os.path.realpath(base_dir) if base_dir else None
         self.root, self.key, self.final = root, key, entry_dir(root, key)
         self.manifest = manifest
@@ -192,15 +217,20 @@ class PendingEntry:
     def _write(self) -> None:
         source, weights, external = self._args
         try:
-            self.final.parent.mkdir(parents=True, exist_ok=True)
+            integrity.private_dir(self.final.parent)
             self.tmp = Path(tempfile.mkdtemp(dir=self.final.parent, prefix=f".{self.key[:8]}-"))
-            (self.tmp / "model.c").write_text(source)
+            files = {}
+            src = self.tmp / "model.c"
+            src.write_text(source)
             w = self.manifest["weights"]
             with open(self.tmp / w["file"], "wb") as f:
                 f.write(weights)
             w["checksum"] = checksum(weights)
+            for p, sha in ((src, None), (self.tmp / w["file"], hashlib.sha256(weights).hexdigest())):
+                integrity.seal(p)
+                files[p.name] = integrity.record(p, sha)
             self.manifest["jit"] = {
-                "key": self.key, "source": "model.c",
+                "key": self.key, "source": "model.c", "files": files,
                 "external": [{"location": os.path.relpath(p, self.base_dir), "size": os.stat(p).st_size,
                               "sha256": file_digest(p, self.root)} for p in external]}
         except Exception:  # (any failure, even MemoryError: the compile goes on without storing)
@@ -221,8 +251,10 @@ class PendingEntry:
                 os.link(library, lib)
             except OSError:
                 shutil.copyfile(library, lib)
-            self.manifest["jit"]["library_sha256"] = file_digest(lib)
-            (tmp / MANIFEST).write_text(json.dumps(self.manifest, indent=1, sort_keys=True) + "\n")
+                integrity.seal(lib)
+            self.manifest["jit"]["files"][lib.name] = integrity.record(lib)
+            (tmp / MANIFEST).write_bytes(_manifest_text(self.manifest))
+            integrity.seal(tmp / MANIFEST)
             os.rename(tmp, self.final)  # fails when another process stored the same entry first
             self.tmp = None
             prune(self.root)
@@ -247,45 +279,6 @@ def discard(root: Path, key: str) -> None:
     except OSError:
         return
     shutil.rmtree(trash, ignore_errors=True)
-
-
-def external_files(msg, base_dir: str) -> list[str]:
-    """Absolute paths of the external data files a parsed ModelProto refers to (any TensorProto with
-    ``data_location == EXTERNAL``, in graphs, subgraphs, attributes and functions)."""
-    found: set[str] = set()
-    stack = [msg]
-    while stack:
-        m = stack.pop()
-        if m.DESCRIPTOR.name == "TensorProto":  # (its fields hold no tensors; raw_data is not copied out)
-            if m.data_location == 1:
-                loc = {e.key: e.value for e in m.external_data}.get("location")
-                if loc:
-                    found.add(os.path.realpath(os.path.join(base_dir, loc)))
-            continue
-        for fd, v in m.ListFields():
-            if fd.message_type is None:
-                continue
-            if fd.is_repeated:
-                stack.extend(v)
-            else:
-                stack.append(v)
-    return sorted(p for p in found if os.path.isfile(p))
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    """Best effort (a memo): write to a temporary file, rename into place."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-    except OSError:
-        return
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except OSError:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
 
 
 def manifest(inputs: list[tuple[str, object]], outputs: list[tuple[str, object, bool]], weights,

@@ -11,6 +11,7 @@ from pathlib import Path
 import cffi
 import numpy as np
 
+from onnxc.codegen import sigint
 from onnxc.ir import (
     CONTAINER_TYPES,
     DType,
@@ -22,6 +23,7 @@ from onnxc.ir import (
     TensorType,
     UnsupportedOpError,
 )
+from onnxc.ir.limits import MAX_TENSOR_BYTES, element_count
 
 CDEF = """
 typedef struct onnxc_tensor { void *data; int64_t dims[16]; int32_t rank; int32_t dtype; } onnxc_tensor;
@@ -31,6 +33,9 @@ int onnxc_model_run(const unsigned char *W, const onnxc_tensor *in, onnxc_tensor
                     size_t errlen, int threads);
 int onnxc_model_run_into(const unsigned char *W, const onnxc_tensor *in, onnxc_tensor *out, char *err,
                          size_t errlen, int threads);
+int onnxc_model_run_cancellable(const unsigned char *W, const onnxc_tensor *in, onnxc_tensor *out, char *err,
+                                size_t errlen, int threads, const unsigned int *cancel);
+int onnxc_model_watch_sigint(unsigned int *counter);
 void onnxc_model_free(void *p);
 void onnxc_model_value_free(void *p);
 const unsigned char *onnxc_model_weights(size_t *size);  /* AOT artifacts with embedded weights only */
@@ -57,6 +62,9 @@ def ffi_for(prefix: str) -> cffi.FFI:
         return f
 
 ERRLEN = 1024
+# the element type of a numpy array, for inputs whose declared type the caller did not give
+_NP_DTYPES = {d.np: d for d in (DType.BOOL, DType.FLOAT16, DType.DOUBLE, DType.UINT64, DType.UINT32, DType.UINT16,
+                                DType.UINT8, DType.INT8, DType.INT16, DType.INT32, DType.INT64, DType.FLOAT)}
 VALUE_DTYPE = 1000  # onnxc_tensor.dtype of a descriptor pointing at an onnxc_value (runtime_c/onnxc_value.h)
 
 
@@ -89,7 +97,8 @@ class NativeModel:
     def __init__(self, lib_path: Path, weights: Buffer | None, out_dtypes: list, threads: int = 1,
                  in_types: list | None = None, prefix: str = "onnxc_model"):
         """``out_dtypes``: per output its DType, or its IR type when it is a sequence/optional;
-        ``in_types``: per input None for tensors, the IR type for sequence/optional inputs;
+        ``in_types``: per input its DType for tensors (the descriptor's dtype, which the library checks;
+        None: taken from the array), the IR type for sequence/optional/map inputs;
         ``weights``: the blob (any bytes-like object; used in place when 64-byte aligned, e.g. the
         Program's blob or ``read_weights``, else copied), or None when the library embeds it (AOT
         artifacts: ``<prefix>_weights()``);
@@ -99,6 +108,11 @@ class NativeModel:
         self.path = lib_path
         self.prefix = prefix
         self._run = getattr(self.lib, f"{prefix}_run")
+        try:  # (libraries from before cancelling have neither: their runs ignore Ctrl-C)
+            self._run_cancellable = getattr(self.lib, f"{prefix}_run_cancellable")
+        except AttributeError:
+            self._run_cancellable = None
+        sigint.watch(self.lib, prefix)
         self._run_into = getattr(self.lib, f"{prefix}_run_into")
         self._free = getattr(self.lib, f"{prefix}_free")
         self._value_free = getattr(self.lib, f"{prefix}_value_free")
@@ -120,13 +134,15 @@ class NativeModel:
         for i, a in enumerate(arrays):
             t = ins[i]
             vt = self.in_types[i] if i < len(self.in_types) else None
-            if vt is not None:
+            if vt is not None and not isinstance(vt, DType):
                 t.data = build_value(a, vt, keep, f"input {i}", ffi)
                 t.dtype = VALUE_DTYPE
                 continue
             if a.ndim > 16:
                 raise InputError(f"input {i} has rank {a.ndim}; at most 16 is supported")
+            t.dtype = int(vt if vt is not None else _NP_DTYPES.get(a.dtype, DType.UNDEFINED))
             if a.dtype.kind in "OUS":
+                t.dtype = int(DType.STRING)
                 a = string_pointers(a, keep, f"input {i}", ffi)
             buf = ffi.from_buffer(a) if a.nbytes else ffi.NULL
             keep.append(buf)
@@ -135,7 +151,10 @@ class NativeModel:
             for k, d in enumerate(a.shape):
                 t.dims[k] = d
         err = ffi.new("char[]", ERRLEN)
-        st = self._run(self._wptr, ins, outs, err, ERRLEN, self.threads)
+        if self._run_cancellable is not None:
+            st = self._run_cancellable(self._wptr, ins, outs, err, ERRLEN, self.threads, sigint.cancel_ptr())
+        else:
+            st = self._run(self._wptr, ins, outs, err, ERRLEN, self.threads)
         if st != 0:
             raise status_error(st, ffi.string(err).decode("utf-8", "replace"))
         return [self.take_output(outs[i], dt) for i, dt in enumerate(self.out_dtypes)]
@@ -165,12 +184,30 @@ class NativeModel:
         return np.frombuffer(ffi.buffer(owner, nbytes), dtype=npdt).reshape(shape)
 
 
-def status_error(st: int, msg: str) -> Exception:
-    """The exception for a non-zero status of a run function (codes: runtime_c/onnxc.h)."""
+def contiguous(a: np.ndarray, what: str) -> np.ndarray:
+    """A C-contiguous copy of the view ``a``. InputError naming ``what`` and the size when the copy is
+    beyond MAX_TENSOR_BYTES or does not fit in memory (a broadcast view of a scalar to 2^40 elements
+    takes no memory itself; its copy takes 4 TiB)."""
+    nbytes = element_count(a.shape) * a.dtype.itemsize
+    why = f"{what}: a non-contiguous array of shape {list(a.shape)} needs a contiguous copy of {nbytes} bytes"
+    if nbytes > MAX_TENSOR_BYTES:
+        raise InputError(f"{why}, more than the limit of {MAX_TENSOR_BYTES} bytes per tensor")
+    try:
+        return a.copy(order="C")  # (np.ascontiguousarray would turn a 0-d array into 1-d)
+    except MemoryError:
+        raise InputError(f"{why}: out of memory") from None
+
+
+def status_error(st: int, msg: str) -> BaseException:
+    """The exception for a non-zero status of a run function (codes: runtime_c/onnxc.h). A cancelled
+    run (Ctrl-C, codegen/sigint.py) gives KeyboardInterrupt, not an OnnxcError: it must not be caught
+    as an error (``except Exception``, ``except OnnxcError``) and the program goes on."""
     if st == 1:
         return InputError(msg)
     if st == 5:  # valid data using a feature onnxc does not implement
         return UnsupportedOpError(f"unsupported at run time: {msg}")
+    if st == 6:
+        return KeyboardInterrupt(msg)
     return RuntimeFailure(msg)
 
 
@@ -272,7 +309,7 @@ def build_value(obj, t, keep: list, what: str, ffi: cffi.FFI = _ffi):
     if a.dtype != t.dtype.np:
         raise InputError(f"{what}: expected element type {t.dtype.short}, got {a.dtype}")
     if not a.flags.c_contiguous:
-        a = a.copy(order="C")  # (np.ascontiguousarray would turn a 0-d array into 1-d)
+        a = contiguous(a, what)
     if a.ndim > 16:
         raise InputError(f"{what}: rank {a.ndim}; at most 16 is supported")
     if t.dtype == DType.STRING:

@@ -12,13 +12,16 @@ Runtime functions are declared ``ONNXC_RT_API`` (hidden visibility, runtime_c/on
 local to each model library: two models or AOT artifacts in one process never clash. With GCC the
 folder also holds a precompiled header of the public runtime headers (``runtime_pch``).
 
+Every object, the header and its precompiled form have an integrity record (codegen/cache_integrity.py)
+and are checked before each link: a truncated or damaged one is discarded with a CacheWarning and built
+again, instead of failing every later link.
+
 ``sources_for(text)`` lists the runtime sources a piece of C needs, also for the artifact folders of
 ``onnxc build --emit-c`` and for tests that compile C programs directly.
 """
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import os
 import re
@@ -32,9 +35,10 @@ from pathlib import Path
 
 from onnxc.ir import CompileError
 
+from . import cache_integrity as integrity
 from .compiler import CompilerConfig, compile_shared, compiler_env, compiler_version, has_openmp, runtime_dir
 
-FORMAT_VERSION = "3"
+FORMAT_VERSION = "4"
 PCH = "onnxc_pch.h"
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 _HEADER_NAME = re.compile(r'"(onnxc(?:_[a-z0-9_]+)?\.h)"')
@@ -127,7 +131,7 @@ def _build_objects(cfg: CompilerConfig, srcs: list[Path], folder: Path, flags: t
             t.unlink(missing_ok=True)
         raise CompileError("building the onnxc runtime library failed " + errors[0])
     for s, t in zip(srcs, tmps):
-        os.replace(t, folder / f"{s.stem}.o")
+        integrity.store(t, folder / f"{s.stem}.o")
 
 
 @lru_cache(maxsize=8)
@@ -145,7 +149,9 @@ def build_pch(cfg: CompilerConfig, folder: Path, flags: tuple[str, ...] | None =
     """Write ``folder/onnxc_pch.h`` and, with GCC, its precompiled form ``onnxc_pch.h.gch`` (compiled
     with the flags of model units). A failure leaves no .gch: models then read the header text."""
     h = folder / PCH
-    h.write_text(pch_text())
+    tmp_h = folder / f".{PCH}.{os.getpid()}"
+    tmp_h.write_text(pch_text())
+    integrity.store(tmp_h, h)
     if not _is_gcc(cfg.cc):
         return
     tmp = folder / f".{PCH}.{os.getpid()}.gch"
@@ -153,7 +159,7 @@ def build_pch(cfg: CompilerConfig, folder: Path, flags: tuple[str, ...] | None =
     cmd[cmd.index("-c")] = "-x"
     cmd.insert(cmd.index("-x") + 1, "c-header")
     if _compile_one(cmd) is None:
-        os.replace(tmp, folder / f"{PCH}.gch")
+        integrity.store(tmp, folder / f"{PCH}.gch")
     else:
         tmp.unlink(missing_ok=True)
 
@@ -172,36 +178,44 @@ def runtime_objects(cfg: CompilerConfig, sources: list[Path], cache: str | os.Pa
     missing ones compiled now, and the precompiled header made on first use.
 
     Concurrent processes wait on the folder's lock, so each object is built once; a progress line goes
-    to stderr while objects are built. ``ONNXC_FAIL_ON_COMPILE=1`` makes a missing object an error."""
+    to stderr while objects are built. Objects and header are checked against their integrity records:
+    a damaged one is discarded with a CacheWarning and built again. ``ONNXC_FAIL_ON_COMPILE=1`` makes a
+    missing object an error."""
     from .cache_prune import touch
 
     folder = runtime_folder(cfg, cache, flags)
     objs = [folder / f"{s.stem}.o" for s in sources]
-    if all(o.exists() for o in objs) and (folder / PCH).exists():
+    pch = [folder / PCH, folder / f"{PCH}.gch"]  # (no .gch with another compiler than GCC, or when it failed)
+    if all(_usable(p) for p in objs + pch[:1]) and _usable(pch[1], optional=True):
         touch(folder)
         return objs
     if _fail_on_compile():
-        missing = [o.name for o in objs if not o.exists()] or [PCH]
+        missing = [o.name for o in objs + pch if not _usable(o, o == pch[1])]
         raise CompileError(f"runtime objects must be built ({', '.join(missing)}, folder {folder.name}) but "
                            "ONNXC_FAIL_ON_COMPILE is set")
-    folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / "build.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            if not (folder / PCH).exists():
-                build_pch(cfg, folder, flags)
-            todo = [s for s, o in zip(sources, objs) if not o.exists()]
-            if todo:
-                t0 = time.perf_counter()
-                print(f"onnxc: compiling {len(todo)} runtime source(s) once for this compiler and flags "
-                      f"({', '.join(s.name for s in todo)})...", file=sys.stderr, flush=True)
-                _build_objects(cfg, todo, folder, flags)
-                print(f"onnxc: runtime compiled in {time.perf_counter() - t0:.1f} s ({folder})", file=sys.stderr,
-                      flush=True)
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+    integrity.private_dir(folder)
+    with integrity.locked(folder / "build.lock"):
+        bad = {p: why for p in objs + pch if (why := integrity.problem(p)) not in (None, integrity.MISSING)}
+        for p, why in bad.items():
+            integrity.discard(p, f"the runtime file {why}", "compiling it again")
+        if not (folder / PCH).exists() or pch[1] in bad:
+            build_pch(cfg, folder, flags)
+        todo = [s for s, o in zip(sources, objs) if not o.exists()]
+        if todo:
+            t0 = time.perf_counter()
+            print(f"onnxc: compiling {len(todo)} runtime source(s) once for this compiler and flags "
+                  f"({', '.join(s.name for s in todo)})...", file=sys.stderr, flush=True)
+            _build_objects(cfg, todo, folder, flags)
+            print(f"onnxc: runtime compiled in {time.perf_counter() - t0:.1f} s ({folder})", file=sys.stderr,
+                  flush=True)
     touch(folder)
     return objs
+
+
+def _usable(path: Path, optional: bool = False) -> bool:
+    """``path`` is there and matches its integrity record (or, when ``optional``, is not there)."""
+    why = integrity.problem(path)
+    return why is None or (optional and why == integrity.MISSING)
 
 
 def runtime_pch(cfg: CompilerConfig, cache: str | os.PathLike | None = None,

@@ -12,6 +12,7 @@ from typing import Any
 
 from onnxc.ir import Attr, Graph, ModelError
 
+from .external import DataDir
 from .tensors import decode_str, sparse_to_array, tensor_to_array
 from .types import convert_type
 
@@ -42,7 +43,7 @@ def attr_kind(a: Any, where: str) -> str:
     raise ModelError(f"{where}: attribute {a.name!r} has no type and no value")
 
 
-def convert_attr(a: Any, where: str, base_dir: str | None, build_graph: BuildGraph) -> Attr:
+def convert_attr(a: Any, where: str, base_dir: DataDir | str | None, build_graph: BuildGraph) -> Attr:
     """IR attribute of AttributeProto ``a``; ``where`` names the owning node in error messages."""
     if not a.name:
         raise ModelError(f"{where}: an attribute has no name")
@@ -54,7 +55,7 @@ def convert_attr(a: Any, where: str, base_dir: str | None, build_graph: BuildGra
     return Attr(a.name, kind, _value(a, kind, label, base_dir, build_graph))
 
 
-def _value(a: Any, kind: str, label: str, base_dir: str | None, build_graph: BuildGraph) -> Any:
+def _value(a: Any, kind: str, label: str, base_dir: DataDir | str | None, build_graph: BuildGraph) -> Any:
     if kind == "FLOAT":
         return float(a.f)
     if kind == "INT":

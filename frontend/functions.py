@@ -14,7 +14,9 @@ from typing import Any
 from onnxc.ir import Attr, Function, FunctionNode, Graph, ModelError, Value
 
 from .attrs import convert_attr
+from .external import DataDir
 from .graphs import BuildContext, Scope, build_graph, check_domain, normalize_domain
+from .op_schema import check_node
 from .validate import node_label, order_nodes
 
 
@@ -43,8 +45,10 @@ class _BodyScope(Scope):
 
 
 def convert_function(fp: Any, model_opsets: dict[str, int], function_domains: set[str],
-                     base_dir: str | None) -> Function:
-    """IR function of FunctionProto ``fp``; nodes are checked (SSA, definedness) and sorted."""
+                     base_dir: DataDir | str | None, local_ops: set[tuple[str, str]] | None = None) -> Function:
+    """IR function of FunctionProto ``fp``; nodes are checked (SSA, definedness, op schemas: see
+    op_schema.py; ``local_ops`` are the (domain, name) of the model's functions, which have none) and
+    sorted."""
     if not fp.name:
         raise ModelError("a model-local function has no name")
     domain = normalize_domain(fp.domain)
@@ -53,7 +57,7 @@ def convert_function(fp: Any, model_opsets: dict[str, int], function_domains: se
     opsets = opset_dict(fp.opset_import)
     # Nodes may use the function's own imports; model imports are accepted too (exporters omit them).
     known = set(opsets) | set(model_opsets) | function_domains
-    ctx = BuildContext({**model_opsets, **opsets}, known, base_dir)
+    ctx = BuildContext({**model_opsets, **opsets}, known, base_dir, local_ops=set(local_ops or ()))
     predefined: dict[str, str] = {}
     for name in fp.input:
         if name in predefined:
@@ -84,6 +88,8 @@ def convert_function(fp: Any, model_opsets: dict[str, int], function_domains: se
             if a.name in attrs:
                 raise ModelError(f"{label} has attribute {a.name!r} twice")
             attrs[a.name] = convert_attr(a, label, base_dir, sub)
+        if (node_domain, n.op_type) not in ctx.local_ops:
+            attrs = check_node(n.op_type, node_domain, ctx.opsets.get(node_domain, 0), list(n.input), attrs, label)
         nodes.append(FunctionNode(n.op_type, node_domain, list(n.input), list(n.output), attrs, n.name,
                                   n.overload))
         defined.update(o for o in n.output if o)

@@ -16,8 +16,11 @@ from typing import Any
 import numpy as np
 
 from onnxc.ir import Graph, ModelError, Node, TensorType, Value
+from onnxc.ir.limits import too_big
 
 from .attrs import convert_attr
+from .external import DataDir
+from .op_schema import check_node
 from .tensors import sparse_to_array, tensor_to_array
 from .types import convert_dtype, convert_type
 from .validate import node_label, order_nodes, subgraphs
@@ -34,8 +37,9 @@ class BuildContext:
 
     opsets: dict[str, int]
     known_domains: set[str]  # domains a node may use: imported ones and model-local function domains
-    base_dir: str | None
+    base_dir: DataDir | str | None  # where external data is read (the loader passes its DataDir)
     taken: set[str] = field(default_factory=set)  # every value name of the model; fresh names avoid them
+    local_ops: set[tuple[str, str]] = field(default_factory=set)  # (domain, name) of model-local functions
     _counter: int = 0
 
     def fresh(self, base: str) -> str:
@@ -99,7 +103,7 @@ def build_graph(gp: Any, ctx: BuildContext, parent: Graph | None = None, outer: 
             continue
         if vi.name in predefined:
             raise ModelError(f"{where}: graph input {vi.name!r} is listed twice")
-        v = Value(vi.name, convert_type(vi.type, vi.name) if vi.HasField("type") else None)
+        v = Value(vi.name, _input_type(vi, where, parent is None))
         v.doc = vi.doc_string
         g.add_input(v)
         scope.values[vi.name] = v
@@ -118,6 +122,23 @@ def build_graph(gp: Any, ctx: BuildContext, parent: Graph | None = None, outer: 
                              "initializer")
         g.outputs.append(v)
     return g
+
+
+def _input_type(vi: Any, where: str, main: bool) -> Any:
+    """The declared type of a graph input. The main graph's inputs are what callers pass: a tensor of
+    element type 0 (UNDEFINED) or beyond the size limits (ir/limits.py) is a ModelError."""
+    if not vi.HasField("type"):
+        return None
+    t = convert_type(vi.type, vi.name)
+    if not main:
+        return t
+    if vi.type.WhichOneof("value") == "tensor_type" and vi.type.tensor_type.elem_type == 0:
+        raise ModelError(f"{where}: graph input {vi.name!r} has element type 0 (UNDEFINED)")
+    if isinstance(t, TensorType) and t.shape is not None:
+        why = too_big(t.dtype, [d for d in t.shape if isinstance(d, int)])
+        if why is not None:
+            raise ModelError(f"{where}: graph input {vi.name!r}: {why}")
+    return t
 
 
 def _add_const(g: Graph, scope: Scope, predefined: dict[str, str], name: str, data_type: int, where: str,
@@ -159,6 +180,8 @@ def _add_node(n: Any, g: Graph, scope: Scope, ctx: BuildContext, where: str) -> 
         if a.name in attrs:
             raise ModelError(f"{where}: {label} has attribute {a.name!r} twice")
         attrs[a.name] = convert_attr(a, f"{where}: {label}", ctx.base_dir, sub)
+    if (domain, n.op_type) not in ctx.local_ops:
+        attrs = check_node(n.op_type, domain, ctx.opsets.get(domain, 0), list(n.input), attrs, f"{where}: {label}")
     outputs = [Value(o or ctx.fresh(f"{n.op_type}_unused")) for o in n.output]
     node = Node(n.op_type, inputs, outputs, attrs, domain=domain, name=n.name,
                 version=ctx.opsets.get(domain, 0), overload=n.overload)

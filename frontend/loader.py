@@ -15,6 +15,7 @@ from google.protobuf.message import Message
 from onnxc.ir import Model, ModelError
 
 from . import schema
+from .external import DataDir, check_unread
 from .functions import convert_function, opset_dict
 from .graphs import BuildContext, all_names, build_graph, normalize_domain
 
@@ -61,31 +62,39 @@ def load_model(source: Source, *, base_dir: str | os.PathLike[str] | None = None
     ``source`` is a path, the serialized bytes, or any protobuf ModelProto (``onnx.ModelProto``
     included). External tensor data is read relative to ``base_dir``, which defaults to the model
     file's directory; models given as bytes or messages need ``base_dir`` if they use external data.
+    Every external reference is confined to that folder (frontend/external.py); ``Model.data_files``
+    lists the files read.
     """
     mp, path, what = read_source(source, schema.ModelProto, "ModelProto")
     if not mp.HasField("graph"):
         raise ModelError(f"could not parse {what} as an ONNX ModelProto: it has no graph")
     if base_dir is None and path is not None:
         base_dir = os.path.dirname(path)
-    data_dir = None if base_dir is None else os.fspath(base_dir)
+    data_dir = DataDir(base_dir)
+    for i, ti in enumerate(mp.training_info):  # not compiled: its references are checked, never read
+        for part in ("initialization", "algorithm"):
+            if ti.HasField(part):
+                check_unread(getattr(ti, part), data_dir, f"training_info[{i}] {part}")
 
     opsets = opset_dict(mp.opset_import)
     if not mp.opset_import and mp.ir_version < 3:
         opsets[""] = 1  # IR versions 1 and 2 predate opset_import: the default opset is version 1
     function_domains = {normalize_domain(f.domain) for f in mp.functions}
+    local_ops = {(normalize_domain(f.domain), f.name) for f in mp.functions}
     functions = {}
     for fp in mp.functions:
-        f = convert_function(fp, opsets, function_domains, data_dir)
+        f = convert_function(fp, opsets, function_domains, data_dir, local_ops)
         key = (f.domain, f.name, f.overload)
         if key in functions:
             raise ModelError(f"model-local function {key} is defined twice")
         functions[key] = f
 
-    ctx = BuildContext(opsets, set(opsets) | function_domains, data_dir, taken=all_names(mp.graph))
+    ctx = BuildContext(opsets, set(opsets) | function_domains, data_dir, taken=all_names(mp.graph),
+                       local_ops=local_ops)
     graph = build_graph(mp.graph, ctx)
     return Model(
         graph=graph, opset_imports=opsets, functions=functions, ir_version=mp.ir_version,
         producer_name=mp.producer_name, producer_version=mp.producer_version,
         model_version=mp.model_version, doc=mp.doc_string,
-        metadata={e.key: e.value for e in mp.metadata_props}, path=path,
+        metadata={e.key: e.value for e in mp.metadata_props}, path=path, data_files=sorted(data_dir.files),
     )

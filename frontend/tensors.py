@@ -3,22 +3,23 @@
 The storage dtype of each element type is ``DType.np`` (ir/types.py): numpy types where numpy has
 them, float16 as ``np.float16``, bfloat16 as its uint16 bit pattern, the 8- and 4-bit floats as
 uint8 bit patterns, int4/int2 (uint4/uint2) unpacked to one element per int8 (uint8), strings as
-object arrays of ``str`` (``bytes`` when not valid UTF-8). Element counts are checked against the
-dims, so a truncated or inconsistent tensor is a ModelError naming it, not a reshape crash.
+object arrays of ``str`` (``bytes`` when not valid UTF-8). Element counts are exact (Python ints) and
+checked against the limits of ir/limits.py first, then against the stored data, so dims whose product
+wraps in 64 bits, a truncated or an inconsistent tensor is a ModelError naming it, not a reshape crash.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
 from onnxc.ir import DType, ModelError
+from onnxc.ir.limits import element_count, too_big
 
-from .external import read_external
+from .external import EXTERNAL, DataDir, read_external
 from .types import convert_dtype
-
-EXTERNAL = 1  # TensorProto.DataLocation.EXTERNAL
 
 # Little-endian wire dtype of raw_data for the element types numpy can read directly.
 _RAW = {
@@ -40,22 +41,21 @@ def tensor_name(t: Any, fallback: str = "") -> str:
     return f"tensor {t.name or fallback!r}"
 
 
-def tensor_to_array(t: Any, base_dir: str | None = None, what: str | None = None) -> np.ndarray:
-    """Decode TensorProto ``t``; ``base_dir`` resolves external data, ``what`` names it in errors."""
+def tensor_to_array(t: Any, base_dir: DataDir | str | None = None, what: str | None = None) -> np.ndarray:
+    """Decode TensorProto ``t``; ``base_dir`` (a folder or the loader's DataDir) resolves external data,
+    ``what`` names it in errors."""
     what = what or tensor_name(t)
     if t.HasField("segment"):
         raise ModelError(f"{what} is a segment of a larger tensor; segmented tensors are not supported")
     if t.data_type == 0:
         raise ModelError(f"{what} has no data_type")
     dtype = convert_dtype(t.data_type, what)
-    dims = tuple(int(d) for d in t.dims)
-    if any(d < 0 for d in dims):
-        raise ModelError(f"{what} has negative dims {list(dims)}")
-    n = int(np.prod(dims, dtype=np.int64))
+    dims = _dims(t.dims, dtype, what)
+    n = element_count(dims)
     if t.data_location == EXTERNAL:
         if dtype == DType.STRING:
             raise ModelError(f"{what}: string tensors cannot use external data")
-        flat = _from_raw(read_external(t, base_dir, what), dtype, n, what)
+        flat = _from_raw(read_external(t, base_dir, what, raw_bytes(dtype, dims)), dtype, n, what)
     elif t.HasField("raw_data"):
         if dtype == DType.STRING:
             raise ModelError(f"{what}: string tensors cannot use raw_data")
@@ -63,6 +63,25 @@ def tensor_to_array(t: Any, base_dir: str | None = None, what: str | None = None
     else:
         flat = _from_fields(t, dtype, n, what)
     return flat.reshape(dims)
+
+
+def raw_bytes(dtype: DType, dims: tuple[int, ...]) -> int:
+    """Bytes the raw data of a tensor of ``dtype`` and ``dims`` takes (exact: no int64 wraparound)."""
+    n = math.prod(dims)
+    if dtype in _PACKED:
+        return -(-n // _PACKED[dtype])
+    return n * np.dtype(_RAW[dtype]).itemsize
+
+
+def _dims(dims: Any, dtype: DType, what: str) -> tuple[int, ...]:
+    """The dims of a stored tensor, ModelError when negative or beyond the size limits."""
+    dims = tuple(int(d) for d in dims)
+    if any(d < 0 for d in dims):
+        raise ModelError(f"{what} has negative dims {list(dims)}")
+    why = too_big(dtype, dims)
+    if why is not None:
+        raise ModelError(f"{what}: {why}")
+    return dims
 
 
 def _from_raw(raw: bytes, dtype: DType, n: int, what: str) -> np.ndarray:
@@ -138,15 +157,17 @@ def decode_str(s: bytes) -> str | bytes:
         return s
 
 
-def sparse_to_array(sp: Any, base_dir: str | None = None, what: str | None = None) -> np.ndarray:
+def sparse_to_array(sp: Any, base_dir: DataDir | str | None = None, what: str | None = None) -> np.ndarray:
     """Densify a SparseTensorProto: zeros (empty strings) everywhere but at ``indices``."""
     what = what or f"sparse {tensor_name(sp.values)}"
     values = tensor_to_array(sp.values, base_dir, f"{what} values").reshape(-1)
-    dims = tuple(int(d) for d in sp.dims)
-    if any(d < 0 for d in dims):
-        raise ModelError(f"{what} has negative dims {list(dims)}")
-    n = int(np.prod(dims, dtype=np.int64))
-    dense = np.full(n, "", dtype=object) if values.dtype == object else np.zeros(n, dtype=values.dtype)
+    dims = _dims(sp.dims, convert_dtype(sp.values.data_type, what), what)
+    n = element_count(dims)
+    try:
+        dense = np.full(n, "", dtype=object) if values.dtype == object else np.zeros(n, dtype=values.dtype)
+    except MemoryError:
+        raise ModelError(f"{what}: densifying dims {list(dims)} ({n * values.dtype.itemsize} bytes) ran out of "
+                         "memory") from None
     nnz = values.shape[0]
     if nnz == 0:
         return dense.reshape(dims)

@@ -38,11 +38,14 @@ def convert_type(tp: Any, value_name: str) -> Any:
     """IR type (TensorType, SequenceType, OptionalType, MapType) of a TypeProto, or None if unknown.
 
     Sparse tensors become dense TensorTypes: onnxc densifies sparse values at the boundary.
-    Opaque types and TypeProtos with no value set have no IR equivalent and give None.
+    Opaque types, TypeProtos with no value set and tensors of element type 0 (UNDEFINED) have no IR
+    equivalent and give None.
     """
     which = tp.WhichOneof("value")
     if which in ("tensor_type", "sparse_tensor_type"):
         t = getattr(tp, which)
+        if t.elem_type == 0:  # UNDEFINED: the type is not given (graph inputs must give it: graphs.py)
+            return None
         dtype = convert_dtype(t.elem_type, f"type of {value_name!r}")
         shape = convert_shape(t.shape, value_name) if t.HasField("shape") else None
         return TensorType(dtype, shape)

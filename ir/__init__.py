@@ -16,6 +16,7 @@ from .dims import (
     to_c,
 )
 from .errors import (
+    CacheWarning,
     CompileError,
     InputError,
     ModelError,
@@ -38,7 +39,7 @@ from .types import (
 
 __all__ = [
     "Dim", "Expr", "as_dim", "ceildiv", "dmax", "dmin", "evaluate", "floordiv", "free_symbols", "is_static",
-    "mod", "sym", "to_c", "CompileError", "InputError", "ModelError", "OnnxcError", "RuntimeFailure",
+    "mod", "sym", "to_c", "CacheWarning", "CompileError", "InputError", "ModelError", "OnnxcError", "RuntimeFailure",
     "ShapeError", "UnsupportedOpError", "Attr", "Function", "FunctionNode", "Graph", "Model", "Node", "Value",
     "CONTAINER_TYPES", "DType", "MapType", "OptionalType", "SequenceType", "TensorType", "dtype_from_numpy", "innermost",
 ]

@@ -4,7 +4,15 @@ A dimension (`Dim`) is either a Python ``int`` or an :class:`Expr`: a polynomial
 coefficients over *atoms*. An atom is a dimension variable (:class:`Sym`) or an opaque function
 application (floor division, modulo, min, max) that could not be simplified. Expressions are kept
 in a canonical form so that equal expressions compare (and hash) equal, and any expression that
-turns out constant collapses back to a plain ``int``.
+turns out constant collapses back to a plain ``int``. Nested floor divisions by positive constants
+flatten (``floor((floor(x / b) + r) / c) == floor((x + r*b) / (b*c))`` for a constant r, while the
+constants stay below FLATTEN_MAX), so a chain of strided convolutions or pools gives one division,
+not one level per layer.
+
+Sort keys and hashes are computed once, when an expression is built, so building and comparing
+nested expressions does not recurse through them. Function applications nest at most MAX_DEPTH deep
+(a deeper one is a :class:`DimTooDeep` error: the functions that evaluate and render expressions
+recurse once per level).
 """
 
 from __future__ import annotations
@@ -15,13 +23,20 @@ from typing import Union
 Dim = Union[int, "Expr"]
 
 __all__ = ["Dim", "Expr", "Sym", "Fn", "sym", "floordiv", "ceildiv", "mod", "dmin", "dmax",
-           "is_static", "evaluate", "to_c", "free_symbols", "as_dim"]
+           "is_static", "evaluate", "to_c", "to_c_checked", "free_symbols", "as_dim", "DimTooDeep", "MAX_DEPTH"]
+
+MAX_DEPTH = 64  # deepest nesting of function applications (floor division, mod, min, max) in a Dim
+
+
+class DimTooDeep(ValueError):
+    """A dimension expression would nest function applications deeper than MAX_DEPTH."""
 
 
 class Sym:
     """A dimension variable, identified by name."""
 
     __slots__ = ("name",)
+    depth = 0
 
     def __init__(self, name: str):
         self.name = name
@@ -42,18 +57,24 @@ class Sym:
 class Fn:
     """An opaque application: kind in {'floordiv', 'mod', 'min', 'max'}."""
 
-    __slots__ = ("kind", "args", "_hash")
+    __slots__ = ("kind", "args", "_hash", "_key", "depth")
 
     def __init__(self, kind: str, args: tuple):
         self.kind = kind
         self.args = args
         self._hash = hash((kind, args))
+        self._key = (1, kind, tuple(_key(a) for a in args))
+        self.depth = 1 + max(_depth(a) for a in args)
+        if self.depth > MAX_DEPTH:
+            raise DimTooDeep(f"a dimension expression nests floor divisions, mod, min or max {self.depth} deep, "
+                             f"more than the limit of {MAX_DEPTH}")
 
     def key(self) -> tuple:
-        return (1, self.kind, tuple(_key(a) for a in self.args))
+        return self._key
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Fn) and other.kind == self.kind and other.args == self.args
+        return self is other or (isinstance(other, Fn) and other._hash == self._hash and other.kind == self.kind
+                                 and other.args == self.args)
 
     def __hash__(self) -> int:
         return self._hash
@@ -73,6 +94,10 @@ def _key(d: Dim) -> tuple:
     return (1, d.key())
 
 
+def _depth(d: Dim) -> int:
+    return 0 if isinstance(d, int) else d.depth
+
+
 Atom = Sym | Fn
 Monomial = tuple  # tuple[(Atom, power), ...] sorted by atom key
 
@@ -80,13 +105,15 @@ Monomial = tuple  # tuple[(Atom, power), ...] sorted by atom key
 class Expr:
     """Canonical polynomial: mapping monomial -> nonzero integer coefficient."""
 
-    __slots__ = ("terms", "_hash")
+    __slots__ = ("terms", "_hash", "_key", "depth")
 
     def __init__(self, terms: dict):
         # terms: {monomial: coeff}; monomial () is the constant term
-        items = sorted(((m, c) for m, c in terms.items() if c != 0), key=lambda mc: _mono_key(mc[0]))
-        self.terms = tuple(items)
+        keyed = sorted(((_mono_key(m), m, c) for m, c in terms.items() if c != 0), key=lambda kmc: kmc[0])
+        self.terms = tuple((m, c) for _, m, c in keyed)
         self._hash = hash(self.terms)
+        self._key = tuple((k, c) for k, _, c in keyed)
+        self.depth = max((a.depth for m, _ in self.terms for a, _ in m), default=0)
 
     # -- construction helpers -------------------------------------------------------------
     @staticmethod
@@ -99,10 +126,10 @@ class Expr:
         return Expr(terms)
 
     def key(self) -> tuple:
-        return tuple((_mono_key(m), c) for m, c in self.terms)
+        return self._key
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Expr) and other.terms == self.terms
+        return self is other or (isinstance(other, Expr) and other._hash == self._hash and other.terms == self.terms)
 
     def __hash__(self) -> int:
         return self._hash
@@ -241,12 +268,50 @@ def floordiv(a: Dim, b: Dim) -> Dim:
         q = _exact_quotient(a, b)
         if q is not None:
             return q
+    if isinstance(b, int) and b > 0 and isinstance(a, Expr):
+        inner = _inner_floordiv(a)
+        # floor((floor(y / d) + r) / b) == floor((y + r*d) / (d*b)) for an integer r; only while the
+        # new constants stay small, so the C code computing the dim cannot overflow where it did not
+        if inner is not None and inner[1] * b <= FLATTEN_MAX and abs(inner[2] * inner[1]) <= FLATTEN_MAX:
+            y, d, r = inner
+            return floordiv(add(y, r * d), d * b)
     return Expr.make({((Fn("floordiv", (a, b)), 1),): 1})
 
 
+FLATTEN_MAX = 1 << 20  # largest divisor and offset a flattened floor division may get
+
+
+def _inner_floordiv(a: Expr) -> tuple[Dim, int, int] | None:
+    """(y, d, r) when ``a`` is floor(y / d) + r: a floor division by a positive constant d (coefficient
+    and power 1) plus a constant r."""
+    if len(a.terms) > 2:
+        return None
+    found, r = None, 0
+    for m, c in a.terms:
+        if m == ():
+            r = c
+        elif len(m) == 1 and c == 1 and m[0][1] == 1 and isinstance(m[0][0], Fn) and m[0][0].kind == "floordiv" \
+                and isinstance(m[0][0].args[1], int) and m[0][0].args[1] > 0:
+            found = m[0][0]
+        else:
+            return None
+    return None if found is None else (found.args[0], found.args[1], r)
+
+
 def _exact_quotient(a: Expr, b: Expr) -> Dim | None:
-    """If b is a single monomial dividing every term of a, return a / b."""
+    """a / b when it is exact: b a single monomial dividing every term of a, or a a monomial multiple
+    of a polynomial b (``(192*n*w + 192*n) / (n*w + n)`` is 192)."""
     if len(b.terms) != 1:
+        mb, cb = b.terms[0]
+        for ma, ca in a.terms:
+            pa = dict(ma)
+            if ca % cb or any(pa.get(atom, 0) < p for atom, p in mb):
+                continue
+            for atom, p in mb:
+                pa[atom] -= p
+            q = Expr.make({tuple(sorted(((x, p) for x, p in pa.items() if p), key=lambda ap: ap[0].key())): ca // cb})
+            if mul(q, b) == a:
+                return q
         return None
     (mb, cb), = b.terms
     out: dict = {}
@@ -394,3 +459,35 @@ def render(d: Dim, sym_name: Callable[[str], str], c_syntax: bool = False) -> st
 def to_c(d: Dim, sym_name: Callable[[str], str]) -> str:
     """C expression computing ``d``; ``sym_name`` maps a variable to its C lvalue."""
     return render(d, sym_name, c_syntax=True)
+
+
+def to_c_checked(d: Dim, sym_name: Callable[[str], str], flag: str = "&ovf_") -> str:
+    """C expression computing ``d`` with overflow-checked products and sums (runtime_c/onnxc.h
+    ``onnxc_ck_mul``/``onnxc_ck_add``): on overflow the ``int *`` ``flag`` is set and the value is 0.
+    For sizes computed from run-time dims; a constant or a lone variable is rendered as ``to_c``."""
+    if isinstance(d, int):
+        return render(d, sym_name, c_syntax=True)
+
+    def atom_s(atom: Atom) -> str:
+        if isinstance(atom, Sym):
+            return sym_name(atom.name)
+        fn = {"floordiv": "onnxc_floordiv", "mod": "onnxc_mod", "min": "onnxc_min", "max": "onnxc_max"}[atom.kind]
+        return f"{fn}({to_c_checked(atom.args[0], sym_name, flag)}, {to_c_checked(atom.args[1], sym_name, flag)})"
+
+    terms = []
+    for m, c in reversed(d.terms):  # highest degree first, as ``render``
+        expr = None
+        for atom, p in m:
+            for _ in range(p):
+                a = atom_s(atom)
+                expr = a if expr is None else f"onnxc_ck_mul({flag}, {expr}, {a})"
+        lit = render(c, sym_name, c_syntax=True)
+        if expr is None:
+            expr = lit
+        elif c != 1:
+            expr = f"onnxc_ck_mul({flag}, {lit}, {expr})"
+        terms.append(expr)
+    out = terms[0]
+    for t in terms[1:]:
+        out = f"onnxc_ck_add({flag}, {out}, {t})"
+    return out

@@ -31,3 +31,8 @@ class InputError(OnnxcError):
 
 class RuntimeFailure(OnnxcError):
     """The compiled code reported an error while running."""
+
+
+class CacheWarning(RuntimeWarning):
+    """A cached file failed its integrity check (or the cache folder is not private): onnxc discards and
+    rebuilds it; the message names the file."""

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from .contracts import Contract
 from .types import TensorType, dtype_from_numpy
 
 _ids = itertools.count()
@@ -178,9 +179,24 @@ class Graph:
         # Descriptions of shape-computing nodes the passes replaced by compile-time values (folded to
         # constants, or dead once their symbolic values were used); ``onnxc info`` summarizes them.
         self.folded: list[str] = []
+        # Relations between dims that shape rules assumed; the run function checks them (ir/contracts.py).
+        # Keyed by (kind, dims, defines) so re-stating one is a no-op. Reset when the graph is re-inferred.
+        self.contracts: dict[tuple, Contract] = {}
+        self.defined_by: dict[str, Contract] = {}  # dimension variables that contracts define
         self.doc = ""
 
     # -- building ------------------------------------------------------------------------
+    def add_contract(self, c: Contract) -> None:
+        dims = tuple(str(d) for d in c.dims)
+        order_free = c.kind != "broadcast_to"  # its first dim is the target
+        c = self.contracts.setdefault((c.kind, tuple(sorted(dims)) if order_free else dims, c.defines), c)
+        if c.defines:
+            self.defined_by.setdefault(c.defines, c)
+
+    def reset_contracts(self) -> None:
+        self.contracts = {}
+        self.defined_by = {}
+
     def add_input(self, v: Value) -> Value:
         v.graph = self
         self.inputs.append(v)
@@ -217,18 +233,25 @@ class Graph:
         return self.add_initializer(v)
 
     def fresh_name(self, base: str) -> str:
-        taken = self._names()
-        i = 0
+        root = self._root()
+        taken = root._names()
+        nxt = root.__dict__.setdefault("_name_next", {})  # per base, the next suffix to try (names stay taken)
+        i = nxt.get(base, 0)
         while f"{base}_{i}" in taken:
             i += 1
         name = f"{base}_{i}"
         taken.add(name)
+        nxt[base] = i + 1
         return name
 
-    def _names(self) -> set[str]:
+    def _root(self) -> Graph:
         root = self
         while root.parent is not None:
             root = root.parent
+        return root
+
+    def _names(self) -> set[str]:
+        root = self._root()
         cache = getattr(root, "_name_cache", None)
         if cache is None:
             cache = set()
@@ -307,6 +330,7 @@ class Model:
     doc: str = ""
     metadata: dict[str, str] = field(default_factory=dict)
     path: str | None = None  # file the model came from, if any
+    data_files: list[str] = field(default_factory=list)  # external data files its tensors were read from (real paths)
 
     def opset(self, domain: str) -> int:
         d = "" if domain == "ai.onnx" else domain

@@ -5,8 +5,10 @@ from __future__ import annotations
 import gc
 import os
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -17,8 +19,8 @@ from onnxc.codegen.cache import build_cached
 from onnxc.codegen.compiler import CompilerConfig, compiler_version
 from onnxc.codegen.emit import emit_c
 from onnxc.codegen.lower import Program, lower
-from onnxc.codegen.native import NativeModel
-from onnxc.ir import CompileError, DType, InputError, Model, ModelError, TensorType, innermost
+from onnxc.codegen.native import NativeModel, contiguous
+from onnxc.ir import CacheWarning, CompileError, DType, InputError, Model, ModelError, TensorType, innermost
 from onnxc.passes.pipeline import optimize
 
 from .fastpath import FastPath
@@ -148,7 +150,7 @@ class CompiledModel:
                     raise InputError(f"input {info.name!r}: expected element type "
                                      f"{info.elem_type.name.lower()} ({info.dtype}), got {a.dtype}")
             if not a.flags.c_contiguous:
-                a = np.ascontiguousarray(a)
+                a = contiguous(a, f"input {info.name!r}")
             arrays.append(a)
         extra = set(feeds) - set(self._in_names)
         if extra:
@@ -282,9 +284,9 @@ def io_infos(m: Model, program: Program) -> tuple[list[TensorInfo], list[TensorI
 
 
 def native_types(ins: list[TensorInfo], outs: list[TensorInfo]) -> tuple[list, list]:
-    """What NativeModel needs: per output its DType (or IR type for values), per input None or IR type."""
+    """What NativeModel needs: per output and input its DType, or its IR type for values."""
     return ([o.elem_type if o.is_tensor else o.type for o in outs],
-            [None if i.is_tensor else i.type for i in ins])
+            [i.elem_type if i.is_tensor else i.type for i in ins])
 
 
 def compile(model, *, threads: int | None = None, cache_dir: str | os.PathLike | None = None,
@@ -327,13 +329,8 @@ def compile(model, *, threads: int | None = None, cache_dir: str | os.PathLike |
     if not isinstance(data, Model):
         from onnxc.frontend import load_model
 
-        if key is not None and base_dir is not None:  # parsed here to list its external files
-            from onnxc.frontend import schema
-            from onnxc.frontend.loader import read_source
-
-            data, _, _ = read_source(model, schema.ModelProto, "ModelProto")
-            externals = model_cache.external_files(data, base_dir)
         data = load_model(data, base_dir=base_dir)  # the protobuf (or its bytes) is let go here
+        externals = data.data_files  # (read through the confined resolver: the model cache records them)
     load_s = time.perf_counter() - t1
     m, program, nthreads, timings = lower_model(data, nthreads, check_ir, dump_ir)
     del data
@@ -394,14 +391,25 @@ def _model_key(model, root: Path, threads: int, cfg: CompilerConfig, profile: bo
 def _from_model_cache(root: Path, key: str, threads: int, recompute: Callable[[], tuple[Model, Program, str]],
                       base_dir: str | None) -> CompiledModel | None:
     """The model of cache entry ``key``, or None (counted as a model-cache miss) when there is none or
-    it fails a check; a bad entry is discarded, to be rebuilt by this compile. ``base_dir``: the
-    folder of the model file (its external data files are there)."""
+    it fails a check; a bad entry is discarded with a CacheWarning naming what failed, to be rebuilt by
+    this compile. ``base_dir``: the folder of the model file (its external data files are there, found
+    by the frontend's confined resolver, as when the model was loaded)."""
     from .aot import open_artifact
 
+    resolve = None
+    if base_dir is not None:
+        from onnxc.frontend.external import DataDir
+
+        resolve = partial(DataDir(base_dir).resolve, what="a file recorded in the model cache", must_exist=False)
     try:
-        entry = model_cache.lookup(root, key, base_dir)
+        entry = model_cache.lookup(root, key, resolve)
         cm = None if entry is None else open_artifact(entry.dir, entry.manifest, threads)
-    except (model_cache.EntryError, ModelError, OSError):
+    except model_cache.StaleEntry:
+        model_cache.discard(root, key)
+        entry = cm = None
+    except (model_cache.EntryError, ModelError, OSError) as e:
+        warnings.warn(f"onnxc cache: a model cache entry failed its check ({e}); discarding it and compiling "
+                      "the model again", CacheWarning, stacklevel=3)
         model_cache.discard(root, key)
         entry = cm = None
     if cm is None:

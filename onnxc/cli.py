@@ -273,6 +273,10 @@ def cmd_info(args: argparse.Namespace) -> int:
     print(f"C source: {len(source.encode())} bytes, {source.count(chr(10))} lines, {len(program.steps)} kernels")
     print(f"weights: {len(program.weights)} bytes")
     print(f"dimension variables: {', '.join(program.dimvars) if program.dimvars else '(none)'}")
+    if m.graph.contracts:
+        print(f"checked at run time ({len(m.graph.contracts)}):")
+        for c in m.graph.contracts.values():
+            print(f"  {c.describe()}")
     print(f"arena: {arena_summary(program)}")
     if args.emit_c:
         Path(args.emit_c).write_text(source)

@@ -25,16 +25,18 @@ from collections.abc import Callable
 import cffi
 import numpy as np
 
+from onnxc.codegen import sigint
 from onnxc.codegen.native import ERRLEN, NativeModel, open_library, status_error
-from onnxc.ir import DType, TensorType
+from onnxc.ir import DType, RuntimeFailure, TensorType
 from onnxc.ir.dims import evaluate, free_symbols, sym
+from onnxc.ir.limits import element_count
 
 ShapeFn = Callable[[list], tuple]
 
 _ARGS_CDEF = """
 typedef struct onnxc_tensor { void *data; int64_t dims[16]; int32_t rank; int32_t dtype; } onnxc_tensor;
 typedef struct PREFIX_args { const unsigned char *W; const onnxc_tensor *in; onnxc_tensor *out; char *err;
-                             size_t errlen; int threads; } PREFIX_args;
+                             size_t errlen; int threads; const unsigned int *cancel; } PREFIX_args;
 int PREFIX_run_args(const PREFIX_args *a);
 """
 _ffis: dict[str, cffi.FFI] = {}
@@ -106,6 +108,7 @@ class FastPath:
         self.in_dt = [t.dtype.np for t in in_types]
         self.in_static = [t.shape if all(isinstance(d, int) and d > 0 for d in t.shape) else None for t in in_types]
         self.in_rank = [len(t.shape) for t in in_types]
+        self.in_code = [int(t.dtype) for t in in_types]  # the descriptors' dtype, checked by the library
         where: dict[str, tuple[int, int]] = {}
         for i, t in enumerate(in_types):
             for k, d in enumerate(t.shape):
@@ -122,7 +125,9 @@ class FastPath:
             self.out_dt.append(t.dtype.np if fn is not None else (t.dtype if isinstance(t, TensorType) else t))
             static = fn is not None and all(isinstance(d, int) and d > 0 for d in t.shape)
             self.out_static.append(tuple(t.shape) if static else None)
+        self.out_code = [int(t.dtype) if fn is not None else 0 for t, fn in zip(out_types, self.out_fn)]
         self._tls = threading.local()
+        self._out_names = names[1] if names is not None else None
         # call(arrays) -> the outputs, or None when the call needs the general path
         self.call = self._generate()
         # call_dict(feeds) -> {output name: array}, or None (also for missing or unknown names)
@@ -134,19 +139,22 @@ class FastPath:
         outs = ffi.new("onnxc_tensor[]", max(1, self.n_out))
         for i, shp in enumerate(self.in_static):
             ins[i].rank = self.in_rank[i]
+            ins[i].dtype = self.in_code[i]
             for k, d in enumerate(shp or ()):
                 ins[i].dims[k] = d
         for j, shp in enumerate(self.out_static):
+            outs[j].dtype = self.out_code[j]  # caller-allocated outputs: their type, checked by run_into
             if shp is not None:
                 outs[j].rank = len(shp)
                 for k, d in enumerate(shp):
                     outs[j].dims[k] = d
         err = ffi.new("char[]", ERRLEN)
         args = ffi.NULL
-        if self._run_args is not None:  # the arguments of run_into, once per thread
-            prefix = getattr(self.native, "prefix", "onnxc_model")
+        if self._run_args is not None:  # the arguments of run_into, once per thread (the main thread's
+            prefix = getattr(self.native, "prefix", "onnxc_model")  # runs stop on Ctrl-C: codegen/sigint.py)
             args = ffi.new(f"{prefix}_args *", {"W": self.native._wptr, "in": ins, "out": outs, "err": err,
-                                                  "errlen": ERRLEN, "threads": self.native.threads})
+                                                  "errlen": ERRLEN, "threads": self.native.threads,
+                                                  "cancel": sigint.cancel_ptr()})
         # the argument struct, the descriptor arrays, the error buffer, then each descriptor (indexing
         # makes a new proxy, so they are made once here)
         b = (args, ins, outs, err, *[ins[i] for i in range(self.n_in)], *[outs[j] for j in range(self.n_out)])
@@ -160,7 +168,7 @@ class FastPath:
                     "fb": self.ffi._backend.from_buffer, "CA": self.ffi.typeof("char[]"), "NULL": self.ffi.NULL,
                     "run": self.native._run_into, "run_args": self._run_args, "W": self.native._wptr,
                     "threads": self.native.threads, "ERRLEN": ERRLEN, "fail": self._fail,
-                    "take": self.native.take_output}
+                    "take": self.native.take_output, "oom": self._out_of_memory}
         arr = [f"a{i}" for i in range(self.n_in)]
         if names is None:
             L = ["def call(arrays):"]
@@ -200,11 +208,13 @@ class FastPath:
             ns[f"odt{j}"] = self.out_dt[j]
             if self.out_static[j] is not None:
                 ns[f"os{j}"] = self.out_static[j]
-                L.append(f"    o{j} = np_empty(os{j}, odt{j})")
+                L += ["    try:", f"        o{j} = np_empty(os{j}, odt{j})", "    except MemoryError:",
+                      f"        oom({j}, os{j}, odt{j})"]
             else:
                 ns[f"ofn{j}"] = fn
                 L.append(f"    sh = ofn{j}(s)")
-                L.append(f"    o{j} = np_empty(sh, odt{j})")
+                L += ["    try:", f"        o{j} = np_empty(sh, odt{j})", "    except MemoryError:",
+                      f"        oom({j}, sh, odt{j})"]
                 L.append(f"    if not o{j}.size: return None")
                 L.append(f"    t = u{j}")
                 L.append("    t.rank = len(sh)")
@@ -225,3 +235,10 @@ class FastPath:
 
     def _fail(self, st: int, err) -> None:
         raise status_error(st, self.ffi.string(err).decode("utf-8", "replace"))
+
+    def _out_of_memory(self, j: int, shape: tuple, dt) -> None:
+        """The error of an output numpy cannot allocate (the library's own allocations report
+        ONNXC_ERR_MEMORY, a RuntimeFailure too)."""
+        name = repr(self._out_names[j]) if self._out_names is not None else str(j)
+        n = element_count(shape) * np.dtype(dt).itemsize
+        raise RuntimeFailure(f"output {name}: out of memory for shape {list(shape)} ({n} bytes)")

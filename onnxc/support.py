@@ -6,6 +6,7 @@ from onnxc.codegen.kernels import registry as kernels
 from onnxc.ir import Model, Node, UnsupportedOpError
 from onnxc.passes.expand_function_ops import has_expansion
 from onnxc.passes.shapes import registry as shapes
+from onnxc.passes.shapes.common import RULE_ERRORS, rule_failure
 
 
 def node_support(node: Node, model: Model) -> str | None:
@@ -19,8 +20,10 @@ def node_support(node: Node, model: Model) -> str | None:
             f"opset version {node.version} not supported"
     if kernels.lookup(node) is None and shapes.fold_for(node) is None:
         return "no kernel"
-    reason = kernels.unsupported_reason(node) if kernels.lookup(node) is not None else None
-    return reason
+    try:  # a kernel's up-front check reads attributes before any shape rule has validated them
+        return kernels.unsupported_reason(node) if kernels.lookup(node) is not None else None
+    except RULE_ERRORS as e:
+        raise rule_failure(node, "the kernel support check", e) from e
 
 
 def check_supported(model: Model) -> None:

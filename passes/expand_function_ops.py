@@ -10,6 +10,7 @@ from __future__ import annotations
 from onnxc.ir import Node, ShapeError, UnsupportedOpError
 
 from .expansions import Builder, expansion_for
+from .shapes.common import RULE_ERRORS, rule_failure
 
 
 def has_expansion(node: Node) -> bool:
@@ -26,6 +27,6 @@ def expand_node(node: Node) -> list[Node] | None:
         e.build(b)
     except (ShapeError, UnsupportedOpError):
         raise
-    except (ValueError, TypeError, IndexError, KeyError, ZeroDivisionError) as ex:
-        raise ShapeError(f"{node.describe()}: expansion failed: {ex}") from ex
+    except RULE_ERRORS as ex:
+        raise rule_failure(node, "expansion", ex) from ex
     return b.finish()

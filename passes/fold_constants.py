@@ -2,7 +2,9 @@
 
 Uses the numpy fold rules registered beside the shape rules (same semantics as the C kernels). A
 folded output becomes an initializer of the graph; the node disappears. Results are size-capped so a
-small ConstantOfShape does not turn into megabytes of weights.
+small ConstantOfShape does not turn into megabytes of weights: the cap is checked on the inferred
+output types *before* the fold rule runs (a ConstantOfShape, Expand, Range or Tile to 2^40 elements
+is never allocated), and again on the result for outputs whose shape was not static.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from onnxc.ir import Graph, Model, Node, TensorType, dtype_from_numpy
+from onnxc.ir.limits import byte_size, element_count
 
 from .base import PassResult
 from .shapes.registry import fold_for
@@ -25,6 +28,9 @@ def try_fold(node: Node) -> bool:
         return False
     ins = node.inputs
     arrays = [None if v is None else v.const for v in ins]
+    in_bytes = sum(a.nbytes for a in arrays if isinstance(a, np.ndarray))
+    if _static_bytes(node) > max(MAX_FOLD_BYTES, in_bytes):
+        return False
     results = _static_sym_values(node)
     if results is None:
         fn = fold_for(node)
@@ -33,7 +39,6 @@ def try_fold(node: Node) -> bool:
         results = fn(node, arrays)
     if results is None:
         return False
-    in_bytes = sum(a.nbytes for a in arrays if isinstance(a, np.ndarray))
     out_bytes = sum(np.asarray(r).nbytes for r in results)
     if out_bytes > MAX_FOLD_BYTES and out_bytes > in_bytes:
         return False
@@ -54,6 +59,12 @@ def try_fold(node: Node) -> bool:
     return True
 
 
+def _static_bytes(node: Node) -> int:
+    """Bytes of the outputs whose inferred shapes are static (exact: a huge shape gives a huge number)."""
+    return sum(byte_size(o.type.dtype, o.type.shape) for o in node.outputs
+               if isinstance(o.type, TensorType) and o.type.is_static)
+
+
 def is_shape_computation(node: Node) -> bool:
     """A model node computing a shape tensor (every output has a symbolic value), for the record of
     folded shape subgraphs. Constants and onnxc's own nodes do not count."""
@@ -68,7 +79,7 @@ def _static_sym_values(node: Node) -> list[np.ndarray] | None:
     for o in node.outputs:
         sv, t = o.sym_value, o.type
         if sv is None or not t.is_static or not all(isinstance(d, int) for d in sv) or \
-                len(sv) != int(np.prod(t.shape, dtype=np.int64)):
+                len(sv) != element_count(t.shape):
             return None
         outs.append(np.array(sv, dtype=t.dtype.np).reshape(t.shape))
     return outs or None

@@ -5,14 +5,19 @@ computed per element in one loop (codegen/kernels/fused_elementwise.py) with the
 registers. Rewrites (per graph; subgraph bodies are optimized on their own when they are lowered):
 
 - a *root* is a fusable node; it absorbs the producer of an input when that producer is fusable
-  too, computes in the same float type, has one output, and that output is read only by this node
-  (not by a subgraph, not a graph output) and has exactly the root's output shape (so nothing is
-  recomputed per broadcast element); absorption repeats through the producer's inputs;
+  too, computes in the same float type, has one output, and that output is read only by nodes of the
+  group (not by a subgraph, not a graph output) and has exactly the root's output shape (so nothing
+  is recomputed per broadcast element); absorption repeats through the producer's inputs;
 - the other inputs become leaves: scalar constants are written into the code, everything else is an
   input of the fused node (broadcast numpy-style, like the ops did);
 - activations spelled out op by op (GELU erf/tanh forms, SiLU/Swish, HardSwish) are renamed by
   passes/fuse_patterns.py;
-- a group of one node stays as it was (its own kernel computes the same).
+- a group of one node stays as it was (its own kernel computes the same);
+- a group stops growing when its tree would exceed MAX_OPS ops (a value read several times counted
+  once per read: the tree functions walk it that way) or MAX_DEPTH levels: a longer chain (2,000 Adds)
+  becomes several fused nodes, each a tree the recursive tree functions (fuse_patterns, the kernel's
+  renderer) walk within Python's recursion limit; deep sharing (t = t * t, repeated) is cut where the
+  spelled-out tree would grow past MAX_OPS.
 
 Fusable: float32/float64 elementwise ops with a float formula (unary math and activations,
 Add/Sub/Mul/Div/Mod, Pow with an exponent of the base's type, comparisons feeding Where's condition,
@@ -24,6 +29,8 @@ those belong in the product's output tiles, and this pass takes whatever element
 """
 
 from __future__ import annotations
+
+from collections import deque
 
 import numpy as np
 
@@ -47,6 +54,7 @@ VARIADIC = frozenset({"Max", "Min", "Sum", "Mean"})
 FUSABLE = UNARY | BINARY | VARIADIC | {"Where", "Clip"}
 LEGACY_ATTRS = frozenset({"broadcast", "axis", "consumed_inputs"})
 MAX_OPS = 256  # largest tree (shared subtrees counted per occurrence) a fused node carries
+MAX_DEPTH = 64  # deepest tree: the tree functions recurse once per level (a longer chain is cut in pieces)
 
 
 def _typed_input(node: Node) -> Value | None:
@@ -128,21 +136,34 @@ class _Builder:
             return False
         return chain_dtype(p) == self.dtype and tuple(v.type.shape) == self.shape
 
-    def grow(self, shared: bool) -> None:
-        """Absorb producers whose output only the group reads (with ``shared``, several group nodes or
-        input slots may read it; otherwise exactly one), until nothing more joins."""
-        grew = True
-        while grew:
-            grew = False
-            for n in list(self.group.values()):
-                for v in n.inputs:
-                    if v is None or not self.candidate(v):
-                        continue
-                    readers = [u for u, _ in v.uses()]
-                    if (len(readers) == 1 or shared) and all(u.id in self.group and u.graph is self.g
-                                                             for u in readers):
-                        self.group[v.producer.id] = v.producer
-                        grew = True
+    def grow(self) -> None:
+        """Absorb producers whose every reader is a group node (several group nodes or input slots may
+        read one), while the tree stays within MAX_OPS ops counted per occurrence and MAX_DEPTH levels.
+
+        A producer joins only once all its readers are in, so its occurrences in the tree (the sum
+        over its reading slots of the readers' occurrences) and its depth (one more than its deepest
+        reader's) are final when it joins. A value's status changes only when one of its readers
+        joins, so scanning each joining node's inputs once (breadth first) finds every producer."""
+        occ, depth = {self.root.id: 1}, {self.root.id: 1}
+        total = 1
+        work = deque([self.root])
+        while work:
+            n = work.popleft()
+            for v in n.inputs:
+                if v is None or not self.candidate(v):
+                    continue
+                uses = v.uses()
+                if not all(u.id in self.group and u.graph is self.g for u, _ in uses):
+                    continue
+                p = v.producer
+                k = sum(occ[u.id] for u, _ in uses)
+                d = 1 + max(depth[u.id] for u, _ in uses)
+                if total + k > MAX_OPS or d > MAX_DEPTH:
+                    continue
+                self.group[p.id] = p
+                occ[p.id], depth[p.id] = k, d
+                total += k
+                work.append(p)
 
     def leaf(self, v: Value) -> Expr:
         c = _scalar(v)
@@ -155,30 +176,31 @@ class _Builder:
         return In(len(self.leaves) - 1)
 
     def build(self, node: Node) -> Expr:
-        """The tree of ``node``'s output; a value read several times is one shared subtree object."""
-        if node.id in self.memo:
-            return self.memo[node.id]
-        args = []
-        for i, v in enumerate(node.inputs):
-            if v is None or (node.op_type == "Clip" and i > 0):
+        """The tree of ``node``'s output; a value read several times is one shared subtree object.
+        Depth first with an explicit stack of frames [node, next input, args] (no recursion); leaves
+        are numbered in the order a recursive walk over the inputs would meet them."""
+        stack = [[node, 0, []]]
+        while stack:
+            frame = stack[-1]
+            n, i, args = frame
+            if i == len(n.inputs):
+                stack.pop()
+                e = self.memo[n.id] = Op(n.op_type, tuple(args), tuple(sorted(op_attrs(n).items())))
+                if stack:
+                    stack[-1][2].append(e)
+                continue
+            frame[1] += 1
+            v = n.inputs[i]
+            if v is None or (n.op_type == "Clip" and i > 0):
                 continue  # Clip's bounds are attributes of the tree
             p = v.producer
-            args.append(self.build(p) if p is not None and p.id in self.group else self.leaf(v))
-        e = Op(node.op_type, tuple(args), tuple(sorted(op_attrs(node).items())))
-        self.memo[node.id] = e
-        return e
-
-
-def _size(e: Expr, cap: int) -> int:
-    """Ops in the tree with shared subtrees counted once per occurrence, stopping past ``cap``."""
-    n = 0
-    stack = [e]
-    while stack and n <= cap:
-        x = stack.pop()
-        if isinstance(x, Op):
-            n += 1
-            stack.extend(x.args)
-    return n
+            if p is None or p.id not in self.group:
+                args.append(self.leaf(v))
+            elif p.id in self.memo:
+                args.append(self.memo[p.id])
+            else:
+                stack.append([p, 0, []])
+        return self.memo[node.id]
 
 
 def _tree_shape(root: Node, expr: Expr, leaves: list[Value]) -> tuple | None:
@@ -207,8 +229,8 @@ def _renumber(expr: Expr, leaves: list[Value]) -> tuple[Expr, list[Value]]:
 
 
 def fuse_graph(g: Graph) -> bool:
-    changed = False
     taken: set[int] = set()
+    fused_at: dict[int, Node] = {}  # root id -> the fused node that takes its place
     for root in reversed(list(g.nodes)):
         if root.id in taken:
             continue
@@ -219,26 +241,26 @@ def fuse_graph(g: Graph) -> bool:
         if out.type.dtype not in (dtype, DType.BOOL):
             continue
         b = _Builder(g, root, dtype, taken)
-        b.grow(shared=True)
-        expr = b.build(root)
-        if _size(expr, MAX_OPS) > MAX_OPS:  # shared values would be spelled out too often: plain tree
-            b = _Builder(g, root, dtype, taken)
-            b.grow(shared=False)
-            expr = b.build(root)
+        b.grow()
         if len(b.group) < 2:
             continue
+        expr = b.build(root)
         taken.update(b.group)
         named = recognize(expr)
         if named != expr and _tree_shape(root, named, b.leaves) == tuple(out.type.shape):
             expr = named
         expr, leaves = _renumber(expr, b.leaves)
         fused = Node(OP, leaves, [], chain_attrs(expr, dtype), domain=DOMAIN, name=root.name or out.name)
-        g.insert_before(root, fused)
         for n in b.group.values():
-            g.remove(n)
+            n.detach()
         fused.add_output(out)
-        changed = True
-    return changed
+        fused.graph, out.graph = g, g
+        fused_at[root.id] = fused
+    if not fused_at:
+        return False
+    # one rebuild of the node list (removing node by node is quadratic in long chains)
+    g.nodes = [fused_at.get(n.id, n) for n in g.nodes if n.id not in taken or n.id in fused_at]
+    return True
 
 
 def fuse_elementwise(model: Model) -> PassResult:

@@ -4,22 +4,30 @@ Walks nodes in order, asks each op's shape rule for the output types (symbolic D
 nodes whose inputs are all constant so later rules (Reshape, Expand, Slice...) see constant or
 symbolic shape values. A node with no shape rule but an expansion (a standard function op, see
 expand_function_ops) is replaced in place by its expansion, whose nodes are inferred next. Declared
-types in the model are only hints; inferred types win, but a declared static dim fills in an
-inferred unknown.
+shapes in the model are only hints; inferred shapes win, but a declared static dim fills in an
+inferred unknown. A declared element type must be the inferred one (onnxruntime refuses the model
+too): the declared type of a graph output is what callers are promised.
+
+Every output type is checked against ir/limits.py: rank at most MAX_RANK, and the static dims of a
+tensor at most MAX_TENSOR_BYTES (exact Python ints: a size that would wrap in 64 bits is refused
+here, before codegen computes buffer sizes from it).
 """
 
 from __future__ import annotations
 
-from onnxc.ir import Graph, Model, ShapeError, TensorType, UnsupportedOpError
+from onnxc.ir import Graph, Model, Node, ShapeError, TensorType, UnsupportedOpError
+from onnxc.ir.limits import MAX_RANK, too_big
 
 from .base import PassResult
 from .expand_function_ops import expand_node
 from .fold_constants import try_fold
 from .inline_if import inline_constant_if
+from .shapes.common import RULE_ERRORS, rule_failure
 from .shapes.registry import rule_for
 
 
 def infer_graph(g: Graph, fold: bool = True) -> None:
+    g.reset_contracts()  # the rules state them again (ir/contracts.py)
     pending = list(reversed(g.nodes))  # a stack: expanded function ops push their new nodes
     while pending:
         node = pending.pop()
@@ -40,12 +48,32 @@ def infer_graph(g: Graph, fold: bool = True) -> None:
             types = rule.infer(node)
         except ShapeError:
             raise
-        except (ValueError, TypeError, IndexError, KeyError, ZeroDivisionError) as e:
-            raise ShapeError(f"{node.describe()}: shape inference failed: {e}") from e
+        except RULE_ERRORS as e:
+            raise rule_failure(node, "shape inference", e) from e
         for o, t in zip(node.outputs, types):
-            o.type = _merge_hint(t, g.value_info.get(o.name))
+            declared = g.value_info.get(o.name)
+            o.type = _merge_hint(t, declared)
+            _check_type(node, o.name, o.type, declared)
         if fold:
             try_fold(node)
+
+
+def _check_type(node: Node, name: str, t, declared) -> None:
+    """ShapeError when output ``name``'s inferred type ``t`` breaks a limit or its declared element type."""
+    if not isinstance(t, TensorType):
+        return
+    if isinstance(declared, TensorType) and declared.dtype != t.dtype:
+        raise ShapeError(f"{node.describe()}: value {name!r} is declared {declared.dtype.short} but the node "
+                         f"computes {t.dtype.short}")
+    if t.shape is None:
+        return
+    if len(t.shape) > MAX_RANK:
+        raise ShapeError(f"{node.describe()}: output {name!r} has rank {len(t.shape)}, above onnxc's maximum "
+                         f"rank {MAX_RANK}")
+    why = too_big(t.dtype, [d for d in t.shape if isinstance(d, int)])
+    if why is not None:
+        raise ShapeError(f"{node.describe()}: output {name!r}: {why}" +
+                         ("" if t.is_static else f" (its static dims alone; shape {list(t.shape)})"))
 
 
 def _merge_hint(t, hint):

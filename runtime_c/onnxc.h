@@ -45,6 +45,7 @@ enum onnxc_status {
     ONNXC_ERR_RUNTIME = 2, /* a kernel met invalid data (index out of range, ...) */
     ONNXC_ERR_MEMORY = 3,  /* allocation failed */
     ONNXC_ERR_UNSUPPORTED = 5, /* valid data using a feature onnxc does not implement (e.g. an image format) */
+    ONNXC_ERR_CANCELLED = 6,   /* the run was cancelled (runtime_c/onnxc_process.h) */
 };
 
 /* A dense, row-major tensor. dtype uses the ONNX TensorProto.DataType numbers. (AOT headers declare
@@ -75,6 +76,8 @@ typedef struct onnxc_rt {
     int threads;   /* threads kernels may use (OpenMP) */
     const unsigned char *W; /* the weights blob (subprograms find theirs at an offset) */
     onnxc_pool *pool;       /* strings made during this call (NULL until the first one) */
+    const unsigned *cancel; /* the run stops when this counter moves away from cancel0 (onnxc_process.h) */
+    unsigned cancel0;
 } onnxc_rt;
 
 /* Record an error message; returns the status so kernels can `return onnxc_fail(...)`. */
@@ -108,20 +111,61 @@ static inline int64_t onnxc_mod(int64_t a, int64_t b) {
 static inline int64_t onnxc_min(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int64_t onnxc_max(int64_t a, int64_t b) { return a > b ? a : b; }
 
-/* 64-byte aligned allocation; size 0 returns a valid unique pointer. */
+/* numpy broadcast of n extents (run-time shape contracts, ir/contracts.py): every extent is 1 or the one
+ * common value. Writes the result to *r (1 when all are 1); returns 0, or -1 when they do not broadcast. */
+static inline int onnxc_broadcast_extent(int n, const int64_t *d, int64_t *r) {
+    int64_t v = 1;
+    for (int i = 0; i < n; i++) {
+        if (d[i] == 1) continue;
+        if (v == 1) v = d[i];
+        else if (d[i] != v) return -1;
+    }
+    *r = v;
+    return 0;
+}
+
+/* Limits of run-time sizes. A dim of a caller's tensor is at most ONNXC_MAX_DIM (2^48: no machine has
+ * that many bytes, and products of a few such dims stay far from wrapping); a buffer, and the arena
+ * holding the intermediates, at most ONNXC_MAX_BYTES (a quarter of the address space, so sums of a
+ * few sizes and their 64-byte rounding cannot wrap). runtime_c/onnxc_check.h checks them. */
+#define ONNXC_MAX_DIM ((int64_t)1 << 48)
+#define ONNXC_MAX_BYTES ((size_t)(SIZE_MAX >> 2))
+
+/* Checked int64 arithmetic for dims computed at run time (codegen renders size expressions with
+ * them, ir/dims.py to_c_checked): on overflow *ovf is set and 0 returned, so nothing downstream wraps. */
+static inline int64_t onnxc_ck_mul(int *ovf, int64_t a, int64_t b) {
+#if defined(__GNUC__) || defined(__clang__)
+    int64_t r;
+    if (__builtin_mul_overflow(a, b, &r)) { *ovf = 1; return 0; }
+    return r;
+#else
+    if (a > 0 ? (b > 0 ? a > INT64_MAX / b : b < INT64_MIN / a)
+              : (b > 0 ? a < INT64_MIN / b : (a != 0 && b < INT64_MAX / a))) { *ovf = 1; return 0; }
+    return a * b;
+#endif
+}
+static inline int64_t onnxc_ck_add(int *ovf, int64_t a, int64_t b) {
+    if ((b > 0 && a > INT64_MAX - b) || (b < 0 && a < INT64_MIN - b)) { *ovf = 1; return 0; }
+    return a + b;
+}
+
+/* 64-byte aligned allocation; size 0 returns a valid unique pointer; NULL above ONNXC_MAX_BYTES. */
 static inline void *onnxc_alloc(size_t n) {
     void *p = NULL;
+    if (n > ONNXC_MAX_BYTES) return NULL;
     if (posix_memalign(&p, 64, n ? (n + 63) & ~(size_t)63 : 64) != 0) return NULL;
     return p;
 }
 
 /* Greedy first-fit placement of buffers with known lifetimes into one arena.
  * size[i] bytes live from step first[i] to step last[i] inclusive; writes offset[i] (64-byte aligned)
- * and returns the arena size. Buffers are placed in the order given (callers pass largest first). */
+ * and returns the arena size. Buffers are placed in the order given (callers pass largest first).
+ * Returns SIZE_MAX when a size or the total exceeds ONNXC_MAX_BYTES (nothing wraps). */
 static inline size_t onnxc_plan_arena(int n, const size_t *size, const int *first, const int *last,
                                       size_t *offset) {
     size_t total = 0;
     for (int i = 0; i < n; i++) {
+        if (size[i] > ONNXC_MAX_BYTES) return SIZE_MAX;
         size_t need = (size[i] + 63) & ~(size_t)63;
         size_t off = 0;
         int moved = 1;
@@ -133,6 +177,7 @@ static inline size_t onnxc_plan_arena(int n, const size_t *size, const int *firs
                 if (off < oj + nj && oj < off + need) { off = oj + nj; moved = 1; }
             }
         }
+        if (need > ONNXC_MAX_BYTES || off > ONNXC_MAX_BYTES - need) return SIZE_MAX; /* (every offset and total stays below the limit) */
         offset[i] = off;
         if (off + need > total) total = off + need;
     }

@@ -125,7 +125,7 @@ int main(void) {
     memset(in, 0, sizeof in);
     in[0].data = x; in[0].rank = 4; in[0].dtype = 11;
     in[0].dims[0] = 2; in[0].dims[1] = 1; in[0].dims[2] = 28; in[0].dims[3] = 28;
-    CHECK(cnn_run(ctx, in, out) == 1 && strstr(cnn_last_error(ctx), "expected element type 1, got 11"));
+    CHECK(cnn_run(ctx, in, out) == 1 && strstr(cnn_last_error(ctx), "expected element type 1 (float), got 11 (double)"));
     in[0].dtype = 1; in[0].dims[1] = 2;
     CHECK(cnn_run(ctx, in, out) == 1 && strstr(cnn_last_error(ctx), "axis 1"));
     in[0].dims[1] = 1;

@@ -357,8 +357,8 @@ def test_prune_removes_least_recently_used_first(tmp_path):
     # entry ages: 3 h, 2 h, 1 h unused (in listing order); libraries 4 h; then a bound of a third of the total
     for e, hours in zip(entries, (3, 2, 1)):
         _age(e / "onnxc.json", 3600 * hours)
-    for lib in libs:
-        _age(lib, 4 * 3600)
+    for lib in libs:  # (a hit marks a library's integrity record, lib.so.sum)
+        _age(lib.with_name(lib.name + ".sum"), 4 * 3600)
     assert cache_prune.prune(cache, limit=total // 3, force=True) > 0
     assert not libs[0].exists() and not entries[0].exists()  # oldest first
     assert entries[-1].exists()  # removal stops once the rest fits under PRUNE_TO of the bound
@@ -378,11 +378,11 @@ def test_prune_keeps_recent_entries_and_respects_the_interval(tmp_path, monkeypa
     cache = tmp_path / "c"
     onnxc.compile(affine_model(), cache_dir=cache).run({"x": X})
     assert cache_prune.prune(cache, limit=1, force=True) == 0  # everything is younger than MIN_AGE_S
-    for f in list(cache.glob("??/*.so")) + list((cache / "models").glob("??/*/onnxc.json")):
+    for f in list(cache.glob("??/*.so.sum")) + list((cache / "models").glob("??/*/onnxc.json")):
         _age(f, 2 * cache_prune.MIN_AGE_S)
     assert cache_prune.prune(cache, limit=1) == 0  # a walk just ran (the stamp is fresh)
     assert cache_prune.prune(cache, limit=1, force=True) > 0
-    assert not list(cache.glob("??/*.so")) and not [p for p in (cache / "models").glob("??/*") if p.is_dir()]
+    assert not list(cache.glob("??/*.so*")) and not [p for p in (cache / "models").glob("??/*") if p.is_dir()]
     # the next compile rebuilds and hits again
     onnxc.compile(affine_model(), cache_dir=cache).run({"x": X})
     monkeypatch.setenv("ONNXC_FAIL_ON_COMPILE", "1")

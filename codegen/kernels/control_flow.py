@@ -41,7 +41,26 @@ def capture_lines(ctx: KernelCtx, var: str, first: int) -> list[str]:
 
 
 def call(fn: str, off: int, ins: str, outs: str) -> str:
-    return f"{fn}(rt->W + {off}, {ins}, {outs}, rt->err, rt->errlen, rt->threads)"
+    """A call of a body's run function: it shares the run's threads and cancel counter."""
+    return f"{fn}(rt->W + {off}, {ins}, {outs}, rt->err, rt->errlen, rt->threads, rt->cancel, rt->cancel0)"
+
+
+def _cancelled(ctx: KernelCtx, it: str) -> str:
+    return (f"st_ = onnxc_fail(rt, ONNXC_ERR_CANCELLED, \"run cancelled in %s at iteration %lld\", {ctx.who}, "
+            f"(long long)({it}));")
+
+
+def poll(ctx: KernelCtx, it: str, indent: str) -> str:
+    """C stopping the kernel (``goto fail_``) when the run was cancelled (runtime_c/onnxc_process.h): each
+    iteration of Loop, Scan and SequenceMap, whose bodies may be empty, polls once (``it``: the iteration)."""
+    return f"{indent}if (onnxc_cancelled(rt)) {{ {_cancelled(ctx, it)} goto fail_; }}"
+
+
+def body_call(ctx: KernelCtx, fn: str, off: int, it: str, indent: str) -> list[str]:
+    """C running the body for iteration ``it`` into ``st_``; on failure ``goto fail_``. A cancelled body
+    (it polls between its steps) says which node and iteration of the enclosing kernel it was in."""
+    return [f"{indent}st_ = {call(fn, off, 'sin_', 'so_')};",
+            f"{indent}if (st_) {{ if (st_ == ONNXC_ERR_CANCELLED) {_cancelled(ctx, it)} goto fail_; }}"]
 
 
 def empty_dims(ctx: KernelCtx, k: int) -> list[str]:
@@ -94,13 +113,13 @@ def loop_kernel(ctx: KernelCtx) -> str:
     L += capture_lines(ctx, "sin_", 2 + nv)
     L += [
         "for (; it_ < M_ && cond_; it_++) {",
+        poll(ctx, "it_", "    "),
         "    itv_ = it_; cv_ = cond_;",
         f"    {_scalar('sin_[0]', '&itv_', 7)}",
         f"    {_scalar('sin_[1]', '&cv_', 9)}",
         f"    for (int j = 0; j < {nv}; j++) sin_[2 + j] = cur_[j];",
         "    memset(so_, 0, sizeof so_);",
-        f"    st_ = {call(body_fn, off, 'sin_', 'so_')};",
-        "    if (st_) goto fail_;",
+        *body_call(ctx, body_fn, off, "it_", "    "),
         "    if (so_[0].dtype != 9 || onnxc_tensor_numel(&so_[0]) < 1) {",
         "        st_ = onnxc_fail(rt, ONNXC_ERR_RUNTIME, \"Loop: the body's condition output is not a bool "
         "scalar\"); goto fail_; }",
@@ -221,6 +240,7 @@ def scan_kernel(ctx: KernelCtx) -> str:
                  f"cur_[{j}].dtype = {int(s.dtype)}; own_[{j}] = 0;")
         L += [f"    cur_[{j}].dims[{a}] = {d};" for a, d in enumerate(sd)]
     L.append("    for (int64_t t_ = 0; t_ < T_; t_++) {")
+    L.append(poll(ctx, "b_ * T_ + t_", "        "))
     for j, x in enumerate(xs):
         ax, outer, inner = geo[j]
         es = f"sizeof({x.ctype})"
@@ -231,8 +251,7 @@ def scan_kernel(ctx: KernelCtx) -> str:
               f"(size_t)((o * T_ + {tt}) * ({inner})) * {es}, (size_t)({inner}) * {es});"]
     L += [f"        for (int j = 0; j < {ns}; j++) sin_[j] = cur_[j];",
           "        memset(so_, 0, sizeof so_);",
-          f"        st_ = {call(body_fn, off, 'sin_', 'so_')};",
-          "        if (st_) goto fail_;",
+          *body_call(ctx, body_fn, off, "b_ * T_ + t_", "        "),
           f"        for (int j = 0; j < {ns}; j++) {{",
           "            if (own_[j]) onnxc_desc_release(&cur_[j]);",
           "            cur_[j] = so_[j]; so_[j].data = NULL; own_[j] = 1;",
@@ -345,12 +364,12 @@ def sequence_map_kernel(ctx: KernelCtx) -> str:
               f"if (!res_[{k}]) {{ st_ = onnxc_fail(rt, ONNXC_ERR_MEMORY, \"SequenceMap: out of memory\"); "
               "goto fail_; }"]
     L.append("for (int64_t i = 0; i < n_; i++) {")
+    L.append(poll(ctx, "i", "    "))
     for j in range(ni):
         if ctx.ins[j].dtype is None:
             L.append(f"    sin_[{j}] = in{j}->items[i]->t;")
     L += ["    memset(so_, 0, sizeof so_);",
-          f"    st_ = {call(body_fn, off, 'sin_', 'so_')};",
-          "    if (st_) goto fail_;",
+          *body_call(ctx, body_fn, off, "i", "    "),
           f"    for (int k = 0; k < {no}; k++) {{",
           "        onnxc_value *it = so_[k].dtype == ONNXC_VALUE_DTYPE ? (onnxc_value *)so_[k].data : "
           "onnxc_value_adopt(&so_[k]);",

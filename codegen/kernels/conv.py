@@ -80,9 +80,11 @@ def _geometry(ctx: KernelCtx, win: Window, inp: list[str], out: list[str]) -> di
 
 
 def _static_channels(ctx: KernelCtx) -> tuple[int, int]:
+    """The weight's first two dims. Every weight dim must be static: the kernels are specialized to
+    them, and a kernel_shape attribute beside a symbolic weight dim is not checked against it."""
     w = ctx.ins[1]
-    if not (is_static(w.shape[0]) and is_static(w.shape[1])):
-        raise unsupported(ctx, f"weight channel dims {list(w.shape[:2])} must be static")
+    if not all(is_static(d) for d in w.shape):
+        raise unsupported(ctx, f"weight dims [{', '.join(map(str, w.shape))}] must be static")
     return int(w.shape[0]), int(w.shape[1])
 
 

@@ -80,9 +80,9 @@ def _pool(ctx: KernelCtx, kind: str) -> str:
     kw, dw = win.kernel[-1], win.dilations[-1]
     k3, d3 = _as3(list(win.kernel), 1), _as3(list(win.dilations), 1)
     # row offsets (after the first) of the (kd, kh) taps, for the unrolled pass over interior rows
-    taps = [f"({kd * d3[0]} * IH + {kh * d3[1]}) * IW" for kd in range(k3[0]) for kh in range(k3[1])][1:]
-    if len(ctx.outs) > 1 or len(taps) >= _UNROLL_ROWS:
-        taps = []
+    taps = []
+    if len(ctx.outs) == 1 and k3[0] * k3[1] - 1 < _UNROLL_ROWS:
+        taps = [f"({kd * d3[0]} * IH + {kh * d3[1]}) * IW" for kd in range(k3[0]) for kh in range(k3[1])][1:]
     vals = dict(
         T=dt.c, N=x.dims[0], C=x.dims[1], I=_as3(x.dims[2:], "1"), O=_as3(y.dims[2:], "1"),
         K=_as3([str(k) for k in win.kernel], "1"), S=_as3([str(s) for s in win.strides], "1"),

@@ -30,6 +30,8 @@ def infer_body(node: Node, body: Graph, formal_types: list) -> list:
     """Type the body's formals (the ONNX ones, then the captures) and infer it; its output types."""
     from ..infer_shapes import infer_graph  # the pass imports the rules: import late
 
+    if not isinstance(body, Graph):  # the frontend checks the schemas; nodes made by passes could still err
+        raise fail(node, f"a body attribute must be a graph, got {type(body).__name__}")
     formal_types = list(formal_types) + [v.type for v in captures(node)]
     if len(formal_types) != len(body.inputs):
         raise fail(node, f"body {body.name!r} has {len(body.inputs) - len(captures(node))} inputs, expected "

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from onnxc.ir import Node, TensorType, UnsupportedOpError
-from onnxc.ir.dims import is_static
+from onnxc.ir.dims import as_dim, is_static
 
-from .common import fail, shape_of, tensor_type
+from .common import fail, require_equal, shape_of, tensor_type
 from .registry import shape_rule
 from .spatial import Window, transpose_window, window
 
@@ -54,15 +54,17 @@ def conv_transpose_window(node: Node) -> Window:
 def _conv(node: Node) -> list:
     x, w, group = _check_common(node)
     c, m, cg = x[1], w[0], w[1]
-    if is_static(c) and is_static(cg) and c != cg * group:
-        raise fail(node, f"input channels {c} != weight channels {cg} * group {group}")
+    require_equal(node, [(c, "input 0 axis 1 (X's channels)"), (as_dim(cg) * group, f"W's channels x group {group}")],
+                  "convolution channels")
     if is_static(m) and m % group:
         raise fail(node, f"output channels {m} are not divisible by group {group}")
     b = node.input(2)
     if b is not None:
         bs = shape_of(node, 2)
-        if len(bs) != 1 or (is_static(bs[0]) and is_static(m) and bs[0] != m):
+        if len(bs) != 1:
             raise fail(node, f"bias must have shape [{m}], got {list(bs)}")
+        require_equal(node, [(bs[0], "input 2 axis 0 (the bias)"), (m, "input 1 axis 0 (W's output channels)")],
+                      "one bias per output channel")
     win = conv_window(node)
     return [TensorType(tensor_type(node, 0).dtype, (x[0], m, *win.out))]
 
@@ -71,15 +73,17 @@ def _conv(node: Node) -> list:
 def _conv_transpose(node: Node) -> list:
     x, w, group = _check_common(node)
     c = x[1]
-    if is_static(c) and is_static(w[0]) and c != w[0]:
-        raise fail(node, f"input channels {c} != weight dim 0 ({w[0]})")
+    require_equal(node, [(c, "input 0 axis 1 (X's channels)"), (w[0], "input 1 axis 0 (W's input channels)")],
+                  "convolution channels")
     if is_static(c) and c % group:
         raise fail(node, f"input channels {c} are not divisible by group {group}")
     m = w[1] * group
     b = node.input(2)
     if b is not None:
         bs = shape_of(node, 2)
-        if len(bs) != 1 or (is_static(bs[0]) and is_static(m) and bs[0] != m):
+        if len(bs) != 1:
             raise fail(node, f"bias must have shape [{m}], got {list(bs)}")
+        require_equal(node, [(bs[0], "input 2 axis 0 (the bias)"), (m, "the output channels")],
+                      "one bias per output channel")
     win = conv_transpose_window(node)
     return [TensorType(tensor_type(node, 0).dtype, (x[0], m, *win.out))]

@@ -16,7 +16,7 @@ import numpy as np
 from onnxc.ir import Dim, DType, Node, TensorType, UnsupportedOpError
 from onnxc.ir.dims import as_dim, ceildiv, dmax, dmin
 
-from .common import fail, norm_axis, runtime_dim, runtime_sym, shape_of, sym_ints, tensor_type
+from .common import fail, norm_axis, require_equal, runtime_dim, runtime_sym, shape_of, sym_ints, tensor_type
 from .registry import fold_rule, shape_rule
 from .shape_ops import (
     BIG,
@@ -410,9 +410,14 @@ def _scatter(node: Node) -> list:
         want = tuple(idims[:-1]) + tuple(dims[k:])
         if len(udims) != len(want):
             raise fail(node, f"updates shape {list(udims)} must be {list(want)}")
+        for a, (u, w) in enumerate(zip(udims, want)):
+            require_equal(node, [(u, f"input 2 axis {a} (updates)"), (w, "indices.shape[:-1] + data.shape[k:]")])
     else:
         if not len(dims) == len(idims) == len(udims):
             raise fail(node, "data, indices and updates must have the same rank")
+        for a, (i, u) in enumerate(zip(idims, udims)):
+            require_equal(node, [(i, f"input 1 axis {a} (indices)"), (u, f"input 2 axis {a} (updates)")],
+                          "one update per index")
         norm_axis(node, node.attr("axis", 0), len(dims))
     return [TensorType(t.dtype, tuple(dims))]
 

@@ -5,16 +5,14 @@ from __future__ import annotations
 import numpy as np
 
 from onnxc.ir import Dim, Node, TensorType
-from onnxc.ir.dims import is_static
 from onnxc.ir.types import EMULATED_FLOATS
 
-from .common import broadcast_dims, fail, shape_of, tensor_type
+from .common import broadcast_dims, fail, require_broadcast_to, require_equal, shape_of, tensor_type
 from .registry import fold_rule, shape_rule
 
 
-def _check_k(node: Node, ka: Dim, kb: Dim) -> None:
-    if is_static(ka) and is_static(kb) and ka != kb:
-        raise fail(node, f"inner dimensions differ: {ka} (A) vs {kb} (B)")
+def _check_k(node: Node, ka: Dim, kb: Dim, where: tuple[str, str] = ("A's inner dim", "B's inner dim")) -> None:
+    require_equal(node, [(ka, where[0]), (kb, where[1])], "the inner dims of a matrix product")
 
 
 def matmul_shape(node: Node, a: tuple, b: tuple) -> tuple:
@@ -23,7 +21,7 @@ def matmul_shape(node: Node, a: tuple, b: tuple) -> tuple:
         raise fail(node, "MatMul operands must have rank >= 1")
     a2 = (1, a[0]) if len(a) == 1 else a
     b2 = (b[0], 1) if len(b) == 1 else b
-    _check_k(node, a2[-1], b2[-2])
+    _check_k(node, a2[-1], b2[-2], (f"input 0 axis {len(a) - 1}", "input 1 axis 0" if len(b) == 1 else f"input 1 axis {len(b) - 2}"))
     batch = broadcast_dims(node, [a2[:-2], b2[:-2]])
     out = list(batch)
     if len(a) > 1:
@@ -61,9 +59,7 @@ def _gemm(node: Node) -> list:
         c = shape_of(node, 2)
         if len(c) > 2:
             raise fail(node, f"C must have rank <= 2, got shape {list(c)}")
-        for cd, od in zip(reversed(c), (n, m)):
-            if is_static(cd) and is_static(od) and cd not in (1, od):
-                raise fail(node, f"C of shape {list(c)} does not broadcast to [{m}, {n}]")
+        require_broadcast_to(node, (m, n), [(c, "input 2 (C)")], "Gemm adds C to A x B")
     return [TensorType(t.dtype, (m, n))]
 
 

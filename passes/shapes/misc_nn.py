@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from onnxc.ir import Dim, DType, Node, TensorType, UnsupportedOpError
 from onnxc.ir.dims import floordiv, is_static
 
-from .common import fail, norm_axis, runtime_dim, shape_of, tensor_type
+from .common import fail, norm_axis, require_equal, runtime_dim, shape_of, tensor_type
 from .registry import shape_rule
 from .shape_ops import RUNTIME, runtime_shape, shape_input, static_length
 from .spatial import Window, ints_attr, window
@@ -143,6 +143,7 @@ def deform_window(node: Node) -> Window:
 def _static_check(node: Node, got: Dim, want: Dim, what: str, against: str) -> None:
     if is_static(got) and is_static(want) and got != want:
         raise fail(node, f"{what} is {got}, expected {want} ({against})")
+    require_equal(node, [(got, what), (want, against)])
 
 
 @shape_rule("DeformConv", versions=(19, 10**9))

@@ -15,7 +15,16 @@ import numpy as np
 from onnxc.ir import Dim, DType, Node, ShapeError, TensorType, UnsupportedOpError
 from onnxc.ir.dims import as_dim, ceildiv, floordiv
 
-from .common import broadcast_dims, fail, norm_axis, runtime_dim, shape_of, sym_ints, tensor_type
+from .common import (
+    broadcast_dims,
+    fail,
+    norm_axis,
+    require_equal,
+    runtime_dim,
+    shape_of,
+    sym_ints,
+    tensor_type,
+)
 from .registry import fold_rule, shape_rule
 from .shape_ops import MAX_SYM, RUNTIME, runtime_shape, set_sym, shape_input, static_length
 
@@ -72,10 +81,15 @@ def reshape_dims(node: Node, in_shape: tuple, target: list, allowzero: bool) -> 
             if isinstance(known, int) and isinstance(total, int) and total % known:
                 raise fail(node, f"cannot reshape {list(in_shape)} ({total} elements) to {list(target)}")
             out[infer] = floordiv(total, known)
+            require_equal(node, [(total, "the input's element count"),
+                                 (as_dim(known) * out[infer], "a multiple of the target shape's known dims")],
+                          f"Reshape to {list(target)}")
     else:
         n = _numel(out)
         if isinstance(n, int) and isinstance(total, int) and n != total:
             raise fail(node, f"cannot reshape {list(in_shape)} ({total} elements) to {list(target)} ({n})")
+        require_equal(node, [(total, "the input's element count"), (n, "the target shape's element count")],
+                      f"Reshape to {list(target)}")
     return tuple(out)
 
 
@@ -320,15 +334,11 @@ def _concat(node: Node) -> list:
             raise fail(node, f"input {i} has rank {len(s)}, input 0 has rank {r}")
         if tensor_type(node, i).dtype != t0.dtype:
             raise fail(node, f"input {i} has type {tensor_type(node, i).dtype.short}, expected {t0.dtype.short}")
-        for a in range(r):
-            if a == axis:
-                continue
-            if s[a] != out[a]:
-                if isinstance(s[a], int) and isinstance(out[a], int):
-                    raise fail(node, f"input {i} shape {list(s)} does not match {list(shapes[0])} on axis {a}")
-                if isinstance(s[a], int):
-                    out[a] = s[a]
         total = as_dim(s[axis]) + total
+    for a in range(r):
+        if a != axis:
+            out[a] = require_equal(node, [(s[a], f"input {i} axis {a}") for i, s in enumerate(shapes)],
+                                   f"Concat along axis {axis} needs the other axes equal")
     out[axis] = total
     if r == 1 and t0.dtype.is_int:
         parts = [sym_ints(v) for v in node.inputs]
@@ -352,8 +362,9 @@ def split_sizes(node: Node, dim: Dim, axis: int = 0) -> list[Dim]:
     elif (node.version >= 13 or node.version == 1) and node.input(1) is not None:
         split = shape_input(node, 1, "split", dynamic=True)
     if split is RUNTIME:  # sizes known at run time: each output's axis dim is computed by the shape function
-        if static_length(node, 1, "split") != n:
-            raise fail(node, f"split has {static_length(node, 1, 'split')} entries for {n} outputs")
+        m = static_length(node, 1, "split", limit=max(n, 1))
+        if m != n:
+            raise fail(node, f"split has {m} entries for {n} outputs")
         return [runtime_dim(node, k, axis) for k in range(n)]
     if split is not None:
         if len(split) != n:
@@ -361,6 +372,7 @@ def split_sizes(node: Node, dim: Dim, axis: int = 0) -> list[Dim]:
         total = sum(split, start=0)
         if isinstance(total, int) and isinstance(dim, int) and total != dim:
             raise fail(node, f"split {split} sums to {total}, but the axis has {dim} elements")
+        require_equal(node, [(dim, f"input 0 axis {axis}"), (total, f"the sum of split {split}")], "Split")
         return [as_dim(s) for s in split]
     if node.version >= 18:
         k = node.attr("num_outputs")

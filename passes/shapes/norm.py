@@ -7,7 +7,7 @@ import numpy as np
 
 from onnxc.ir import DType, Node, TensorType
 
-from .common import fail, norm_axis, same, shape_of, tensor_type
+from .common import fail, norm_axis, require_broadcast_to, require_equal, same, shape_of, tensor_type
 from .registry import fold_rule, shape_rule
 
 
@@ -17,7 +17,10 @@ def _batchnorm(node: Node) -> list:
     if len(x) < 2:
         raise fail(node, f"X must have rank >= 2, got shape {list(x)}")
     for i in range(1, 5):
-        shape_of(node, i)  # present and ranked
+        s = shape_of(node, i)
+        if len(s) == 1:  # (before version 7, spatial=0 takes [C, D1, ...])
+            require_equal(node, [(x[1], "input 0 axis 1 (channels)"), (s[0], f"input {i} axis 0")],
+                          "one scale, bias, mean and variance per channel")
     stat = TensorType(tensor_type(node, 3).dtype, (x[1],))
     return [same(node)] + [stat] * (len(node.outputs) - 1)
 
@@ -31,6 +34,8 @@ def _instancenorm(node: Node) -> list:
         s = shape_of(node, i)
         if len(s) != 1:
             raise fail(node, f"input {i} must be 1-D of size C, got shape {list(s)}")
+        require_equal(node, [(x[1], "input 0 axis 1 (channels)"), (s[0], f"input {i} axis 0")],
+                      "one scale and bias per channel")
     return [same(node)]
 
 
@@ -45,6 +50,8 @@ def stash_dtype(node: Node) -> DType:
 def _layernorm(node: Node) -> list:
     x = shape_of(node, 0)
     axis = norm_axis(node, int(node.attr("axis", -1)), len(x))
+    require_broadcast_to(node, tuple(x[axis:]), [(shape_of(node, i), f"input {i}") for i in (1, 2)
+                                                 if node.input(i) is not None], "scale and bias over the normalized axes")
     stat_shape = tuple(x[:axis]) + (1,) * (len(x) - axis)
     st = TensorType(stash_dtype(node), stat_shape)
     return [same(node), st, st][:len(node.outputs)]

@@ -23,10 +23,17 @@ def pool_window(node: Node) -> Window:
     return window(node, tuple(x[2:]), ks, ceil_mode=bool(node.attr("ceil_mode", 0)))
 
 
+def _check_p(node: Node) -> None:
+    """LpPool's p: the kernels raise to 1/p."""
+    if node.op_type in ("LpPool", "GlobalLpPool") and not float(node.attr("p", 2)) > 0:
+        raise fail(node, f"attribute p must be positive, got {node.attr('p')!r}")
+
+
 @shape_rule("MaxPool", "AveragePool", "LpPool")
 def _pool(node: Node) -> list:
     t = tensor_type(node, 0)
     x = shape_of(node, 0)
+    _check_p(node)
     win = pool_window(node)
     shape = (x[0], x[1], *win.out)
     outs = [TensorType(t.dtype, shape)]
@@ -39,6 +46,7 @@ def _pool(node: Node) -> list:
 def _global_pool(node: Node) -> list:
     t = tensor_type(node, 0)
     x = shape_of(node, 0)
+    _check_p(node)
     if len(x) < 2:
         raise fail(node, f"input must have rank >= 2, got shape {list(x)}")
     return [TensorType(t.dtype, (x[0], x[1], *([1] * (len(x) - 2))))]

@@ -12,9 +12,9 @@ from __future__ import annotations
 import numpy as np
 
 from onnxc.ir import DType, Node, TensorType
-from onnxc.ir.dims import is_static
+from onnxc.ir.dims import as_dim, is_static
 
-from .common import fail, shape_of, tensor_type
+from .common import fail, require_equal, shape_of, tensor_type
 from .conv import kernel_shape
 from .matmul import matmul_shape
 from .quant_layout import (
@@ -143,8 +143,8 @@ def qconv_geometry(node: Node, xi: int, wi: int) -> tuple[tuple, tuple, int, Win
     if group <= 0:
         raise fail(node, f"group must be positive, got {group}")
     c, m, cg = x[1], w[0], w[1]
-    if is_static(c) and is_static(cg) and c != cg * group:
-        raise fail(node, f"input channels {c} != weight channels {cg} * group {group}")
+    require_equal(node, [(c, "x axis 1 (channels)"), (as_dim(cg) * group, f"w's channels x group {group}")],
+                  "convolution channels")
     if is_static(m) and m % group:
         raise fail(node, f"output channels {m} are not divisible by group {group}")
     return x, w, group, window(node, tuple(x[2:]), kernel_shape(node, w))

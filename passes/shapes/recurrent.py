@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from onnxc.ir import DType, Node, TensorType
 from onnxc.ir.dims import is_static
 
-from .common import fail, shape_of, tensor_type
+from .common import fail, require_equal, shape_of, tensor_type
 from .registry import shape_rule
 from .shape_ops import SYM_DOMAIN
 
@@ -138,6 +138,8 @@ def _expect(node: Node, i: int, what: str, want: tuple) -> None:
     got = shape_of(node, i)
     if len(got) != len(want) or any(is_static(g) and is_static(w) and g != w for g, w in zip(got, want)):
         raise fail(node, f"{what} (input {i}) must have shape {list(want)}, got {list(got)}")
+    for a, (g, w) in enumerate(zip(got, want)):
+        require_equal(node, [(g, f"input {i} axis {a}"), (w, "the size the other inputs give it")], what)
 
 
 @shape_rule("RNN", "GRU", "LSTM", domain=INTERNAL_DOMAIN)

@@ -24,7 +24,7 @@ import numpy as np
 from onnxc.ir import Dim, DType, Node, TensorType, UnsupportedOpError
 from onnxc.ir.dims import floordiv
 
-from .common import fail, norm_axis, runtime_dim, shape_of, sym_ints, tensor_type
+from .common import fail, norm_axis, require_equal, runtime_dim, shape_of, sym_ints, tensor_type
 from .registry import shape_rule
 
 MODES = ("nearest", "linear", "cubic")
@@ -232,9 +232,8 @@ def _grid_sample(node: Node) -> list:
     if len(g) != r + 2 or g[-1] != r:
         raise fail(node, f"grid must have shape (N, out_1, ..., out_{r}, {r}) for X of shape {list(x)}, "
                          f"got {list(g)}")
-    if isinstance(x[0], int) and isinstance(g[0], int) and x[0] != g[0]:
-        raise fail(node, f"X and grid disagree on the batch size ({x[0]} vs {g[0]})")
-    n = x[0] if isinstance(x[0], int) or not isinstance(g[0], int) else g[0]
+    n = require_equal(node, [(x[0], "input 0 axis 0 (X's batch)"), (g[0], "input 1 axis 0 (the grid's batch)")],
+                      "one grid per image")
     return [TensorType(t.dtype, (n, x[1], *g[1:-1]))]
 
 
@@ -250,8 +249,8 @@ def _roi_align(node: Node) -> list:
         raise fail(node, f"batch_indices must be 1-D, got shape {list(idx)}")
     if tensor_type(node, 2).dtype != DType.INT64:
         raise fail(node, "batch_indices must be int64")
-    if isinstance(rois[0], int) and isinstance(idx[0], int) and rois[0] != idx[0]:
-        raise fail(node, f"rois has {rois[0]} rows but batch_indices has {idx[0]} entries")
+    require_equal(node, [(rois[0], "input 1 axis 0 (rois)"), (idx[0], "input 2 axis 0 (batch_indices)")],
+                  "one batch index per roi")
     oh, ow = int(node.attr("output_height", 1)), int(node.attr("output_width", 1))
     if oh < 1 or ow < 1:
         raise fail(node, f"output_height and output_width must be >= 1, got {oh} and {ow}")

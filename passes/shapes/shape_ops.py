@@ -23,6 +23,7 @@ import numpy as np
 
 from onnxc.ir import Attr, Dim, DType, Node, TensorType, UnsupportedOpError, Value, dtype_from_numpy
 from onnxc.ir.dims import Fn, Sym, as_dim, ceildiv, dmax, free_symbols
+from onnxc.ir.limits import MAX_RANK
 
 from .cast import cast_array, half_to_float
 from .common import fail, runtime_dim, shape_of, sym_ints, tensor_type
@@ -98,20 +99,28 @@ def shape_input(node: Node, i: int, what: str, dynamic: bool = False):
     return vals
 
 
-def static_length(node: Node, i: int, what: str) -> int:
+def static_length(node: Node, i: int, what: str, limit: int = 2 * MAX_RANK) -> int:
     """Element count of the 1-D (or scalar) input ``i`` when its shape is static: the output rank of ops
-    whose shape input is read at run time. UnsupportedOpError when even that is unknown."""
+    whose shape input is read at run time. UnsupportedOpError when even that is unknown; ShapeError
+    when it is above ``limit`` (by default the 2 values per axis of a tensor of the maximum rank that
+    pads take): rules loop over these values, so a declared length of 2^31 must stop here."""
     t = tensor_type(node, i)
     if t.shape is None or len(t.shape) > 1 or not all(isinstance(d, int) for d in t.shape):
         raise UnsupportedOpError(
             f"{node.describe()}: {what} (input {i}, {node.inputs[i].name!r}) is known only at run time and "
             f"its length ({'unknown rank' if t.shape is None else list(t.shape)}) is not static, so the "
             "output rank is data-dependent", [(node.domain or "ai.onnx", node.op_type, node.version)])
-    return int(t.shape[0]) if t.shape else 1
+    n = int(t.shape[0]) if t.shape else 1
+    if n > limit:
+        raise fail(node, f"{what} (input {i}, {node.inputs[i].name!r}) holds {n} values, more than the {limit} "
+                         f"a tensor of onnxc's maximum rank {MAX_RANK} can use")
+    return n
 
 
 def runtime_shape(node: Node, out_index: int, rank: int) -> tuple:
     """Output ``out_index`` with ``rank`` dims that are all computed at run time."""
+    if rank > MAX_RANK:
+        raise fail(node, f"output {out_index} would have rank {rank}, above onnxc's maximum rank {MAX_RANK}")
     return tuple(runtime_dim(node, out_index, a) for a in range(rank))
 
 

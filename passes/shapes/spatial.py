@@ -4,6 +4,8 @@ One function turns a node's window attributes (kernel_shape, strides, dilations,
 ceil_mode) and the input's spatial dims into a :class:`Window`: per-axis kernel, stride, dilation,
 begin/end padding and output size, all as Dims so symbolic input sizes (N, H, W) stay symbolic.
 Shape rules use ``Window.out``; kernels render the same fields as C, so both agree by construction.
+Every window attribute and extent is at most MAX_WINDOW, so the C arithmetic on them (extent times
+stride, pads plus input size) stays far from 64-bit overflow and no kernel loops 2^62 taps.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from onnxc.ir.dims import ceildiv, dmax, dmin, floordiv, is_static
 from .common import fail
 
 AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
+MAX_WINDOW = 2**31 - 1  # largest kernel size, stride, dilation, pad or dilated kernel extent
 
 
 @dataclass(frozen=True)
@@ -58,7 +61,14 @@ def ints_attr(node: Node, name: str, n: int, default: int) -> tuple[int, ...]:
     v = tuple(int(x) for x in v)
     if len(v) != n:
         raise fail(node, f"attribute {name} has {len(v)} values, expected {n} (one per spatial axis)")
-    return v
+    return bounded(node, name, v)
+
+
+def bounded(node: Node, name: str, values: tuple[int, ...]) -> tuple[int, ...]:
+    """``values`` of window attribute ``name``, ShapeError when one is beyond +-MAX_WINDOW."""
+    if any(abs(x) > MAX_WINDOW for x in values):
+        raise fail(node, f"attribute {name} {list(values)} has a value beyond the limit of {MAX_WINDOW}")
+    return values
 
 
 def window(node: Node, inp: tuple, kernel: tuple[int, ...], ceil_mode: bool = False) -> Window:
@@ -68,18 +78,21 @@ def window(node: Node, inp: tuple, kernel: tuple[int, ...], ceil_mode: bool = Fa
         raise fail(node, f"kernel has {n} spatial axes but the input has {len(inp)}")
     if any(k <= 0 for k in kernel):
         raise fail(node, f"kernel_shape {list(kernel)} must be positive")
+    bounded(node, "kernel_shape", kernel)
     strides = ints_attr(node, "strides", n, 1)
     dil = ints_attr(node, "dilations", n, 1)
     if any(s <= 0 for s in strides) or any(d <= 0 for d in dil):
         raise fail(node, f"strides {list(strides)} and dilations {list(dil)} must be positive")
     ext = [(k - 1) * d + 1 for k, d in zip(kernel, dil)]
+    if any(e > MAX_WINDOW for e in ext):
+        raise fail(node, f"the dilated kernel spans {ext}, beyond the limit of {MAX_WINDOW}")
     ap = auto_pad_of(node)
     pb: list[Dim] = []
     pe: list[Dim] = []
     out: list[Dim] = []
     if ap == "NOTSET":
         pads = node.attr("pads")
-        pads = [0] * (2 * n) if pads is None else [int(p) for p in pads]
+        pads = [0] * (2 * n) if pads is None else list(bounded(node, "pads", tuple(int(p) for p in pads)))
         if len(pads) != 2 * n:
             raise fail(node, f"pads has {len(pads)} values, expected {2 * n}")
         if any(p < 0 for p in pads):

@@ -174,7 +174,7 @@ def test_scan_output_changing_shape_is_a_clear_error():
                      onnx.numpy_helper.from_array(np.array(1, np.int64), "one")])
     body.node.append(h.make_node("Identity", ["c"], ["c_out"]))
     m = model([h.make_node("Loop", ["M", "", "n0"], ["n", "rs"], body=body)],
-              [vi("M", T.INT64, []), vi("n0", T.INT64, [])], [vi("n"), vi("rs")])
+              [vi("M", T.INT64, []), vi("n0", T.INT64, [])], [vi("n", T.INT64), vi("rs", T.INT64)])
     c = onnxc.compile(m)
     got = c.run({"M": np.array(1), "n0": np.array(2)})
     np.testing.assert_array_equal(got["rs"], [[0, 1]])

@@ -275,10 +275,10 @@ def test_symbolic_sizes_checked_at_run_time() -> None:
     """Sizes the shape rule cannot compare (distinct symbols) are checked before any element is read."""
     ins = {"x": _f(3, 2), "lens": i64(1, 2, 3)}
     m = node_model("ReverseSequence", ins, opset=10, input_shapes={"x": ["T", "B"], "lens": ["L"]})
-    _run_error(m, ins, "the length of sequence_lens is 3, expected 2")
+    _run_error(m, ins, "sequence_lens length is 3, the batch size is 2")
     ins = {"past": _f(2, 4, 3), "update": _f(2, 1, 5), "wi": i64(0, 1)}
     m = node_model("TensorScatter", ins, opset=24, axis=1, input_shapes={"update": [2, 1, "D"]})
-    _run_error(m, ins, "update dim 2 is 5, expected 3")
+    _run_error(m, ins, "update dim 2 is 5, past_cache is 3")
     y, idx, attrs = _pooled((1, 2, 4), [2], [2])
     ins = {"x": y, "i": idx[:, :1]}
     m = node_model("MaxUnpool", ins, opset=22, input_shapes={"i": [1, "K", 2]}, **attrs)

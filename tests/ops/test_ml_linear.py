@@ -14,7 +14,7 @@ from onnx import helper
 
 import onnxc
 from onnxc.frontend import load_model
-from onnxc.ir import ShapeError, UnsupportedOpError
+from onnxc.ir import ModelError, ShapeError, UnsupportedOpError
 from onnxc.passes.pipeline import optimize
 from tests.ops.util import reference
 
@@ -231,7 +231,8 @@ def test_scaler_then_linear_classifier():
      ShapeError, "classlabels_ints or classlabels_strings is required"),
     ("LinearClassifier", ["N", 2], dict(coefficients=[1.0] * 2, classlabels_ints=[0, 1], post_transform="PROBIT"),
      UnsupportedOpError, "PROBIT with one coefficient row and two class labels"),
-    ("LinearClassifier", ["N", 2], dict(classlabels_ints=[0, 1]), ShapeError, "coefficients is required"),
+    ("LinearClassifier", ["N", 2], dict(classlabels_ints=[0, 1]), ModelError,
+     "required attribute 'coefficients' is missing"),  # the schema check (frontend/op_schema.py)
     ("LinearClassifier", ["N", 2, 2], dict(coefficients=[1.0] * 2), ShapeError, r"\[N, C\] or \[C\], got rank 3"),
     ("LinearClassifier", ["N", "C"], dict(coefficients=[1.0] * 2), UnsupportedOpError, "feature count of X"),
     ("LinearRegressor", ["N", 3], dict(coefficients=[1.0] * 4, targets=2), ShapeError,

@@ -391,7 +391,7 @@ def test_threaded_kernels_match_reference():
     ("MatMulInteger", {"A": np.zeros((2, 3), np.uint8), "B": np.zeros((3, 4), np.uint8),
                        "za": np.zeros(5, np.uint8)}, {}, "neither per-tensor nor per-row"),
     ("ConvInteger", {"x": np.zeros((1, 3, 5, 5), np.uint8), "w": np.zeros((2, 2, 3, 3), np.uint8)}, {},
-     "input channels 3"),
+     r"x axis 1 \(channels\) is 3"),
 ])
 def test_invalid_models_name_the_node(op, inputs, attrs, match):
     model = node_model(op, inputs, 1, 21, **attrs)

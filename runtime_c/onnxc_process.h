@@ -1,0 +1,73 @@
+/* Process-wide concerns of a model library: its OpenMP threads across fork(), and cancelling a run.
+ *
+ * Fork. libgomp keeps a pool of worker threads for each thread that started a parallel region, and
+ * has no fork handler: in a fork-started child (Python's default multiprocessing start method on
+ * Linux) the first parallel region of the thread that forked waited forever for workers that only
+ * exist in the parent. Each library registers, when it loads, a pthread_atfork prepare handler that
+ * releases the forking thread's pool (omp_pause_resource_all, OpenMP 5.0; GCC >= 9): libgomp makes
+ * a new pool at the next parallel region, in the child (which keeps all its threads) and in the
+ * parent (once, about the cost of the first parallel region of a process). Threads other than the
+ * forking one do not exist in the child; threads made there start without a pool. When the pool
+ * cannot be released (a fork from inside a parallel region; an OpenMP runtime without the call),
+ * the child's runs in the thread that forked use one thread: libgomp runs a region of one thread
+ * without touching the pool. Any onnxc library present at the fork releases the pool, whichever
+ * library made it.
+ *
+ * Cancel. A run reads its cancel counter (onnxc_rt.cancel) when it starts and stops with
+ * ONNXC_ERR_CANCELLED, releasing what it holds, at the first step boundary or Loop/Scan/SequenceMap
+ * iteration at which the counter has changed (one relaxed load and compare: free next to a step).
+ * Whoever wants runs stopped increments the counter, from any thread or a signal handler: the AOT
+ * C API (<name>_cancel, one counter per context) or the SIGINT hook below that Python installs.
+ * A single kernel (one large GEMM) is not interrupted.
+ */
+#ifndef ONNXC_PROCESS_H
+#define ONNXC_PROCESS_H
+
+#include <pthread.h>
+
+#include "onnxc.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Set in a fork child whose OpenMP pool could not be released; then the thread that forked runs on
+ * one thread (the others were made in the child, with pools of their own). */
+extern ONNXC_RT_API int onnxc_fork_one_thread;
+extern ONNXC_RT_API pthread_t onnxc_fork_thread;
+
+/* The thread count a run may use in this thread: `threads`, or 1 in a fork child's forking thread
+ * whose OpenMP pool was not released (see above). */
+static inline int onnxc_run_threads(int threads) {
+    if (__builtin_expect(onnxc_fork_one_thread, 0) && pthread_equal(pthread_self(), onnxc_fork_thread)) return 1;
+    return threads;
+}
+
+/* A counter nobody increments: the cancel counter of runs that cannot be cancelled. */
+static const unsigned onnxc_no_cancel = 0;
+
+static inline unsigned onnxc_cancel_read(const unsigned *counter) {
+    return __atomic_load_n(counter, __ATOMIC_RELAXED);
+}
+
+/* Whether the run's cancel counter moved since the run started. */
+static inline int onnxc_cancelled(const onnxc_rt *rt) {
+    return __builtin_expect(onnxc_cancel_read(rt->cancel) != rt->cancel0, 0);
+}
+
+/* Record that the run stops, cancelled, before the step of node `node` (loops say their iteration). */
+static inline int onnxc_cancel_fail(onnxc_rt *rt, const char *node) {
+    return onnxc_fail(rt, ONNXC_ERR_CANCELLED, "run cancelled before %s", node);
+}
+
+/* Chain a SIGINT handler in front of the installed one: it increments *counter, then calls the
+ * previous handler as before. Python installs it over CPython's handler (codegen/sigint.py), so
+ * Ctrl-C stops a native run its main thread is in. Idempotent; returns 0 when this library's
+ * handler is in place, 1 when SIGINT is ignored or has its default action (nothing to chain to:
+ * not installed), -1 when sigaction fails. */
+ONNXC_RT_API int onnxc_sigint_watch(unsigned *counter);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ONNXC_PROCESS_H */
