@@ -42,7 +42,7 @@ from pathlib import Path
 SLICE_SAMPLE = 12       # one conformance case in this many (a stable hash of the name)
 SLICE_FUZZ_EXAMPLES = 60
 ROOT = Path(__file__).resolve().parent.parent
-REPORT_LINE = re.compile(r"ERROR: \w+Sanitizer|: runtime error: |^SUMMARY: \w+Sanitizer")
+REPORT_LINE = re.compile(r"ERROR: \w+Sanitizer|: runtime error: |^SUMMARY: \w+Sanitizer", re.M)
 
 
 def asan_runtime(cc: str) -> str:
@@ -72,8 +72,10 @@ def sanitizer_env(sanitizers: str, log_dir: Path, env: dict[str, str] | None = N
 
 
 def reports(log_dir: Path) -> list[Path]:
-    """The sanitizer report files written so far (``asan.<pid>``)."""
-    return sorted(p for p in log_dir.iterdir() if p.name.startswith("asan.") and p.stat().st_size)
+    """The sanitizer report files written so far (``asan.<pid>``) that report an error (not only a
+    warning, such as a failed huge allocation, which ``allocator_may_return_null`` turns into NULL)."""
+    return sorted(p for p in log_dir.iterdir()
+                  if p.name.startswith("asan.") and REPORT_LINE.search(p.read_text(errors="replace")))
 
 
 def run_scanned(cmd: list[str], env: dict[str, str]) -> tuple[int, int]:

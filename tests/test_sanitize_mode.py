@@ -146,3 +146,15 @@ def test_runner_fails_on_a_sanitizer_report(tmp_path):
     uaf = runner("-k", "use_after_free")  # ASan's report goes to a file of the report folder, then is printed
     assert uaf.returncode != 0
     assert "1 sanitizer report file(s)" in uaf.stdout and "ERROR: AddressSanitizer: heap-use-after-free" in uaf.stdout
+
+
+def test_report_files_count_errors_not_warnings(tmp_path):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("onnxc_tests_sanitize", ROOT / "tests" / "sanitize.py")
+    runner = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(runner)
+    (tmp_path / "asan.1").write_text("==1==WARNING: AddressSanitizer failed to allocate 0x200000000000 bytes\n")
+    (tmp_path / "asan.2").write_text("==2==ERROR: AddressSanitizer: heap-buffer-overflow on address 0x6020\n")
+    (tmp_path / "other.json").write_text("ERROR: AddressSanitizer")
+    assert [p.name for p in runner.reports(tmp_path)] == ["asan.2"]

@@ -40,7 +40,7 @@ from pathlib import Path
 
 from .pool import ROOT, WorkerPool
 
-DEFAULT_EXAMPLES = 240
+DEFAULT_EXAMPLES = 500
 MAX_PER_SIGNATURE = 3
 PROGRESS_EVERY = 500  # a progress line on stderr (seen with pytest -s)
 FAILURES = ("crash", "hang", "internal", "c-compile")
@@ -66,9 +66,22 @@ def repro_dir() -> Path:
     return Path(os.environ.get("ONNXC_FUZZ_REPROS") or Path(tempfile.gettempdir()) / "onnxc-fuzz-repros")
 
 
+_CRASH_REASONS = (re.compile(r"ERROR: AddressSanitizer: ([\w-]+)"), re.compile(r"runtime error: ([^\n]+)"),
+                  re.compile(r"^((?:free|malloc|realloc)\(\)[^\n]*|corrupted [^\n]*|double free[^\n]*)", re.M),
+                  re.compile(r"Fatal Python error: ([^\n]+)"))
+
+
 def signature(outcome: dict) -> str:
-    """What makes two failures the same: category, error and the innermost onnxc frame."""
-    frames = _FRAME.findall(outcome.get("trace", ""))
+    """What makes two failures the same: category, error and the innermost onnxc frame; for a crash
+    the first sanitizer, allocator or interpreter message of the worker instead of a frame."""
+    trace = outcome.get("trace", "")
+    if outcome["status"] == "crash":
+        for pattern in _CRASH_REASONS:
+            m = pattern.search(trace)
+            if m:
+                reason = re.sub(r"'[^']*'", "'.'", re.sub(r"0x[0-9a-f]+|[0-9]+", "N", m.group(1)))
+                return f"crash {outcome.get('error', '')}: {reason[:100]}"
+    frames = _FRAME.findall(trace)
     where = f" at {frames[-1][0]}:{frames[-1][1]}" if frames else ""
     return f"{outcome['status']} {outcome.get('error', '')}{where}"
 

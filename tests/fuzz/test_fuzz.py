@@ -4,7 +4,7 @@ result or an ``OnnxcError`` subclass, never a crash, a hang or another exception
 Byte mutations of the serialized seed models (tests/fuzz/corpus.py) and structure mutations made on
 their protobuf messages (tests/fuzz/mutations.py) are drawn by hypothesis with a fixed seed. Failures
 do not stop the run: every one is saved as a reproducer (tests/fuzz/run.py) and the test fails at the
-end listing them. CI runs ``ONNXC_FUZZ_EXAMPLES`` (default 240) examples; a long run:
+end listing them. CI runs ``ONNXC_FUZZ_EXAMPLES`` (default 500) examples; a long run:
 
     ONNXC_FUZZ_EXAMPLES=10000 ONNXC_FUZZ_REPROS=/tmp/repros nice -n 10 \\
         python -m pytest tests/fuzz/test_fuzz.py -p no:cacheprovider -s

@@ -117,3 +117,15 @@ def test_structure_mutations_stay_small(data):
     m = seed_model(data.draw(st.sampled_from(sorted(BUILDERS))))
     mutate_structure(data, m)
     assert m.ByteSize() < (4 << 20)
+
+
+def test_crash_signature_names_the_sanitizer_or_allocator_message():
+    ubsan = "model.c:96:20: runtime error: index 16 out of bounds for type 'int64_t [16]'\n    #0 in k0"
+    asan = "==539==ERROR: AddressSanitizer: heap-buffer-overflow on address 0x602000040200 at pc 0x7f"
+    glibc = "free(): invalid next size (fast)\nFatal Python error: Aborted\n"
+    assert signature({"status": "crash", "error": "exited with status 1", "trace": ubsan}) == \
+        "crash exited with status 1: index N out of bounds for type '.'"
+    assert signature({"status": "crash", "error": "exited with status 1", "trace": asan}) == \
+        "crash exited with status 1: heap-buffer-overflow"
+    assert signature({"status": "crash", "error": "killed by SIGABRT", "trace": glibc}) == \
+        "crash killed by SIGABRT: free(): invalid next size (fast)"
