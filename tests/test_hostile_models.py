@@ -95,6 +95,14 @@ def test_if_without_its_condition_is_a_model_error() -> None:
         onnxc.compile(_model([node], [], [_vi("y")]))
 
 
+@pytest.mark.parametrize("cond", [_vi("c", FLOAT, [1]), _vi("c", BOOL, [2])])
+def test_if_condition_must_be_one_bool(cond) -> None:
+    # a fuzzed If on a sequence condition used to generate C that did not compile
+    node = helper.make_node("If", ["c"], ["y"], then_branch=_const_graph("t", 1.0), else_branch=_const_graph("e", 2.0))
+    with pytest.raises(ShapeError, match=r"If.*condition \(input 0\) must"):
+        onnxc.compile(_model([node], [cond], [_vi("y")]))
+
+
 # -- empty input names, missing attributes ----------------------------------------------------------
 
 def test_cast_with_an_empty_input_name_is_a_model_error() -> None:
