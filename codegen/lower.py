@@ -485,7 +485,8 @@ class _Lowerer:
                                    allocs=[AllocOut(b.id, None, [], [])]))
             return b
         n = " * ".join(f"({self.dim_c(d)})" for d in v.type.shape) or "1"
-        body = f"memcpy(out0, in0, (size_t)({n}) * sizeof({v.type.dtype.c}));\nreturn 0;"
+        # (an empty tensor may have a NULL data pointer, which memcpy must not get even for 0 bytes)
+        body = f"const size_t n_ = (size_t)({n}) * sizeof({v.type.dtype.c});\nif (n_) memcpy(out0, in0, n_);\nreturn 0;"
         self.steps.append(Step(self.step_name(), body,
                                [f"const {v.type.dtype.c} *restrict in0", f"{v.type.dtype.c} *restrict out0"],
                                [(src.id, False), (b.id, True)], f"copy to output {v.name!r}"))
