@@ -171,3 +171,14 @@ def test_contract_over_a_run_time_dim():
                                   np.nonzero(mask)[0][:, None].astype(np.float32) + x[:1])
     with pytest.raises(InputError, match="Add.*cannot broadcast"):
         m.run({"m": mask, "x": _x(2, 1)})
+
+
+def test_squeeze_of_a_symbolic_axis_checks_it_is_1():
+    # found by the fuzzer under ASan: the output was sized for C == 1 and written past with C == 3
+    nodes = [h.make_node("ReduceSum", ["x", "ax"], ["r"], keepdims=0), h.make_node("Squeeze", ["r", "ax"], ["y"])]
+    ax = h.make_tensor("ax", T.INT64, [1], [0])
+    m = onnxc.compile(_model(nodes, [_f("x", ["N", "C", 4])], [_f("y", None)], [ax], opset=18))
+    x = _x(2, 1, 4)
+    np.testing.assert_allclose(m.run({"x": x})["y"], x.sum(0)[0], rtol=1e-6)
+    with pytest.raises(InputError, match=r"Squeeze.*input 0 axis 0 is 3"):
+        m.run({"x": _x(2, 3, 4)})

@@ -208,6 +208,7 @@ def _squeeze(node: Node) -> list:
         for a in norm:
             if isinstance(dims[a], int) and dims[a] != 1:
                 raise fail(node, f"cannot squeeze axis {a} of size {dims[a]} (input shape {list(dims)})")
+            require_equal(node, [(dims[a], f"input 0 axis {a}"), (1, "1")], "Squeeze removes axes of size 1")
         keep = [d for k, d in enumerate(dims) if k not in norm]
     _pass_sym(node)
     return [TensorType(t.dtype, tuple(keep))]
