@@ -57,7 +57,8 @@ def convert_function(fp: Any, model_opsets: dict[str, int], function_domains: se
     opsets = opset_dict(fp.opset_import)
     # Nodes may use the function's own imports; model imports are accepted too (exporters omit them).
     known = set(opsets) | set(model_opsets) | function_domains
-    ctx = BuildContext({**model_opsets, **opsets}, known, base_dir, local_ops=set(local_ops or ()))
+    ctx = BuildContext({**model_opsets, **opsets}, known, base_dir, local_ops=set(local_ops or ()),
+                       in_function=True)
     predefined: dict[str, str] = {}
     for name in fp.input:
         if name in predefined:

@@ -40,6 +40,7 @@ class BuildContext:
     base_dir: DataDir | str | None  # where external data is read (the loader passes its DataDir)
     taken: set[str] = field(default_factory=set)  # every value name of the model; fresh names avoid them
     local_ops: set[tuple[str, str]] = field(default_factory=set)  # (domain, name) of model-local functions
+    in_function: bool = False  # building a subgraph of a function body
     _counter: int = 0
 
     def fresh(self, base: str) -> str:
@@ -180,6 +181,11 @@ def _add_node(n: Any, g: Graph, scope: Scope, ctx: BuildContext, where: str) -> 
         if a.name in attrs:
             raise ModelError(f"{where}: {label} has attribute {a.name!r} twice")
         attrs[a.name] = convert_attr(a, f"{where}: {label}", ctx.base_dir, sub)
+        if attrs[a.name].ref is not None:
+            raise ModelError(f"{where}: {label} attribute {a.name!r} refers to attribute {a.ref_attr_name!r}: "
+                             "only the nodes of a function body may refer to the function's attributes"
+                             + (" (onnxc does not resolve references inside a body's subgraphs)"
+                                if ctx.in_function else ""))
     if (domain, n.op_type) not in ctx.local_ops:
         attrs = check_node(n.op_type, domain, ctx.opsets.get(domain, 0), list(n.input), attrs, f"{where}: {label}")
     outputs = [Value(o or ctx.fresh(f"{n.op_type}_unused")) for o in n.output]

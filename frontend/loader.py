@@ -18,6 +18,7 @@ from . import schema
 from .external import DataDir, check_unread
 from .functions import convert_function, opset_dict
 from .graphs import BuildContext, all_names, build_graph, normalize_domain
+from .validate import check_text
 
 Source = str | os.PathLike | bytes | bytearray | memoryview | Message
 
@@ -43,6 +44,7 @@ def read_source(source: Any, message: type[Message], kind: str) -> tuple[Message
         what = f"{len(data)} bytes"
     elif isinstance(source, Message):
         if isinstance(source, message):
+            check_text(source, f"the {kind} message")
             return source, None, f"the {kind} message"
         data, what = source.SerializeToString(), f"the {type(source).__name__} message"
     else:
@@ -53,6 +55,7 @@ def read_source(source: Any, message: type[Message], kind: str) -> tuple[Message
         msg.ParseFromString(data)
     except Exception as e:  # protobuf raises DecodeError, and RuntimeError/ValueError in some backends
         raise ModelError(f"could not parse {what} as an ONNX {kind}: {e}") from None
+    check_text(msg, what)
     return msg, path, what
 
 

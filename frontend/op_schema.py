@@ -12,8 +12,9 @@ schema of its opset version before it becomes IR, like onnxruntime does when it 
   must be given, with a non-empty name (If without its condition, Cast of ``""``). Extra inputs are
   not refused: onnxc's own epilogue form of Conv/Gemm/MatMul (passes/fuse_epilogues.py) adds some.
 
-Attributes the schema does not declare are left alone (onnxc's own, or from newer specs), and so are
-ops of other domains, except the onnxruntime contrib ops onnxc implements (CONTRIB, written from
+Attributes the schema does not declare are left alone (onnxc's own, or from newer specs), except
+graphs (a body no kernel runs, whose outer-scope captures would still count as reads); so are ops of
+other domains, except the onnxruntime contrib ops onnxc implements (CONTRIB, written from
 onnxruntime's ContribOperators.md). The table (op_schema_table.py) is generated from the pinned
 ``onnx`` package, which onnxc does not need at run time: ``python -m onnxc.frontend.gen_op_schema``
 rewrites it, and a test checks it matches the installed ``onnx``.
@@ -57,6 +58,9 @@ def check_node(op_type: str, domain: str, version: int, inputs: list[str], attrs
     out = dict(attrs)
     for name, a in attrs.items():
         want = kinds.get(name)
+        if want is None and a.kind in ("GRAPH", "GRAPHS"):  # a body nothing runs, yet it would capture values
+            raise ModelError(f"{label}: attribute {name!r} is a graph, but {op_type} has no graph attribute "
+                             f"of that name")
         if want is None or a.ref is not None or a.kind in want.split("|"):
             continue
         widen = _WIDEN.get((want, a.kind))

@@ -12,6 +12,8 @@ import heapq
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from google.protobuf.descriptor import FieldDescriptor
+
 from onnxc.ir import ModelError
 
 
@@ -108,3 +110,30 @@ def _find_cycle(deps: list[set[int]], stuck: set[int]) -> list[int]:
         path.append(i)
         i = min(d for d in deps[i] if d in stuck)  # a stuck node always waits on another stuck node
     return path[seen[i]:] + [i]
+
+
+def _repeated(fd: Any) -> bool:
+    is_repeated = getattr(fd, "is_repeated", None)  # protobuf >= 6; older versions have only ``label``
+    return bool(is_repeated) if is_repeated is not None else fd.label == FieldDescriptor.LABEL_REPEATED
+
+
+def check_text(msg: Any, what: str) -> None:
+    """ModelError naming the field when a text (``string``) field of ``msg`` or of a message nested in
+    it is not valid UTF-8. The protobuf runtime hands such a field over as ``bytes`` instead of failing
+    (ONNX's schema is proto2), and every later use of a name, domain or op type expects ``str``."""
+    string, nested = FieldDescriptor.TYPE_STRING, FieldDescriptor.TYPE_MESSAGE
+    stack = [(msg, type(msg).__name__)]
+    while stack:
+        m, path = stack.pop()
+        for fd, val in m.ListFields():
+            repeated = _repeated(fd)
+            if fd.type == string:
+                for i, s in enumerate(val if repeated else (val,)):
+                    if not isinstance(s, str):
+                        where = f"{path}.{fd.name}" + (f"[{i}]" if repeated else "")
+                        raise ModelError(f"{what}: {where} is not valid UTF-8 text: {bytes(s)[:40]!r}")
+            elif fd.type == nested:
+                if repeated:
+                    stack.extend((x, f"{path}.{fd.name}[{i}]") for i, x in enumerate(val))
+                else:
+                    stack.append((val, f"{path}.{fd.name}"))

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from onnxc.frontend.op_schema import check_node
 from onnxc.ir import Attr, Function, Graph, Model, ModelError, Node, Value
 
 from .base import PassResult
@@ -52,6 +53,7 @@ def inline_call(g: Graph, call: Node, fn: Function, model: Model) -> list[Node]:
             env[formal] = call.outputs[i]
     new_nodes = []
     call_outs = list(call.outputs)
+    local_ops = {(d, name) for d, name, _ in model.functions}
     call.detach()
     for fnode in fn.nodes:
         ins = []
@@ -75,7 +77,13 @@ def inline_call(g: Graph, call: Node, fn: Function, model: Model) -> list[Node]:
         dom = "" if fnode.domain == "ai.onnx" else fnode.domain
         version = fn.opset_imports.get(dom, fn.opset_imports.get("ai.onnx" if dom == "" else dom,
                                                                  model.opset(dom)))
-        n = Node(fnode.op_type, ins, outs, _attrs(fnode.attrs, call, fn), domain=dom,
+        attrs = _attrs(fnode.attrs, call, fn)
+        if any(a.ref is not None for a in fnode.attrs.values()) and (dom, fnode.op_type) not in local_ops:
+            # the caller's values now stand for the references: they must have the types the op declares
+            attrs = check_node(fnode.op_type, dom, version, list(fnode.inputs), attrs,
+                               f"function {fn.domain}::{fn.name}: node {fnode.op_type} called by "
+                               f"{call.op_type} {call.name!r}")
+        n = Node(fnode.op_type, ins, outs, attrs, domain=dom,
                  name=f"{call.name or fn.name}/{fnode.name or fnode.op_type}", version=version,
                  overload=fnode.overload)
         n.graph = g

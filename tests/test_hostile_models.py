@@ -281,3 +281,59 @@ def test_a_shape_rule_that_fails_gives_a_shape_error_naming_what_it_was_given(mo
                                          r"inputs: 'x': float\[2\]; attributes: alpha=FLOAT 0.5") as e:
         onnxc.compile(m)
     assert isinstance(e.value.__cause__, AttributeError)
+
+
+# -- found by the fuzzer (tests/fuzz): attribute references, stray graphs, text that is not UTF-8 ------------
+
+def _function_model(alpha_attr: onnx.AttributeProto) -> onnx.ModelProto:
+    """A model calling local::Leaky(x) <alpha>, whose body is LeakyRelu <alpha = @alpha>."""
+    ref = helper.make_attribute_ref("alpha", onnx.AttributeProto.FLOAT)
+    body = helper.make_node("LeakyRelu", ["a"], ["o"])
+    body.attribute.append(ref)
+    fn = helper.make_function("local", "Leaky", ["a"], ["o"], [body], [helper.make_opsetid("", 17)], ["alpha"])
+    call = helper.make_node("Leaky", ["x"], ["y"], domain="local")
+    call.attribute.append(alpha_attr)
+    g = helper.make_graph([call], "g", [_vi("x", FLOAT, [3])], [_vi("y", FLOAT, [3])])
+    return helper.make_model(g, functions=[fn], opset_imports=[helper.make_opsetid("", 17),
+                                                               helper.make_opsetid("local", 1)])
+
+
+def test_attribute_reference_bound_to_a_value_of_the_wrong_type_is_a_model_error() -> None:
+    """LeakyRelu's alpha = @alpha given as INTS by the caller reached float() in the kernel (TypeError)."""
+    m = _function_model(helper.make_attribute("alpha", [1, 2]))
+    with pytest.raises(ModelError, match=r"local::Leaky: node LeakyRelu called by Leaky.*'alpha' must be FLOAT, got INTS"):
+        onnxc.compile(m)
+
+
+def test_attribute_reference_bound_to_a_float_runs() -> None:
+    x = np.array([-2.0, 0.0, 3.0], np.float32)
+    y = onnxc.compile(_function_model(helper.make_attribute("alpha", 0.25))).run({"x": x})["y"]
+    np.testing.assert_array_equal(y, np.where(x < 0, 0.25 * x, x))
+
+
+def test_attribute_reference_outside_a_function_is_a_model_error() -> None:
+    """A graph node whose beta refers to an attribute reached float(None) in Gemm's kernel (TypeError)."""
+    node = helper.make_node("Gemm", ["a", "b"], ["y"])
+    beta = helper.make_attribute_ref("beta", onnx.AttributeProto.FLOAT)
+    beta.ref_attr_name = "missing"
+    node.attribute.append(beta)
+    m = _model([node], [_vi("a", FLOAT, [2, 2]), _vi("b", FLOAT, [2, 2])], [_vi("y")])
+    with pytest.raises(ModelError, match=r"Gemm.*'beta' refers to attribute 'missing': only the nodes of a function body"):
+        onnxc.compile(m)
+
+
+def test_graph_attribute_the_op_does_not_have_is_a_model_error() -> None:
+    """A stray else_branch on Relu that reads an outer value made lowering look up a buffer (KeyError)."""
+    stray = helper.make_graph([helper.make_node("Neg", ["x"], ["n"])], "stray", [], [_vi("n", FLOAT, [2])])
+    m = _model([helper.make_node("Relu", ["x"], ["y"], else_branch=stray)], [_vi("x", FLOAT, [2])], [_vi("y")])
+    with pytest.raises(ModelError, match=r"Relu.*attribute 'else_branch' is a graph, but Relu has no graph attribute"):
+        onnxc.compile(m)
+
+
+def test_text_field_that_is_not_utf8_is_a_model_error() -> None:
+    """A function domain of invalid UTF-8 came out of protobuf as bytes (TypeError: can't concat str to bytes)."""
+    m = _function_model(helper.make_attribute("alpha", 0.5))
+    data = m.SerializeToString().replace(b"R\x05local", b"R\x05\xdbocal")  # FunctionProto.domain (field 10)
+    assert data != m.SerializeToString()
+    with pytest.raises(ModelError, match=r"ModelProto.functions\[0\].domain is not valid UTF-8 text: b'\\xdbocal'"):
+        onnxc.compile(data)
