@@ -143,9 +143,14 @@ def loop_kernel(ctx: KernelCtx) -> str:
         "            if (!same) { st_ = onnxc_fail(rt, ONNXC_ERR_RUNTIME, \"Loop: scan output %d changes shape "
         "at iteration %lld\", k, (long long)it_); goto fail_; }",
         "        }",
-        "        if ((size_t)(acc_[k].dims[0] + 1) * nb > cap_[k]) {",
-        "            size_t cap = 2 * cap_[k] > (size_t)(acc_[k].dims[0] + 1) * nb ? 2 * cap_[k] : "
-        "(size_t)(acc_[k].dims[0] + 1) * nb;",
+        # acc_ holds dims[0] * nb <= ONNXC_MAX_BYTES bytes and nb <= ONNXC_MAX_BYTES: need and 2 * cap_
+        # stay below SIZE_MAX, and a need past the limit is refused before anything is allocated
+        "        size_t need_ = (size_t)(acc_[k].dims[0] + 1) * nb;",
+        "        if (need_ > ONNXC_MAX_BYTES) { st_ = onnxc_fail(rt, ONNXC_ERR_MEMORY, \"Loop: scan output %d "
+        "would need %zu bytes after %lld iterations, more than onnxc's limit\", k, need_, (long long)it_ + 1); "
+        "goto fail_; }",
+        "        if (need_ > cap_[k]) {",
+        "            size_t cap = 2 * cap_[k] > need_ && 2 * cap_[k] <= ONNXC_MAX_BYTES ? 2 * cap_[k] : need_;",
         "            void *p = realloc(acc_[k].data, cap ? cap : 1);",
         "            if (!p) { st_ = onnxc_fail(rt, ONNXC_ERR_MEMORY, \"Loop: out of memory for scan output %d\", "
         "k); goto fail_; }",
