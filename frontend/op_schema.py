@@ -45,6 +45,10 @@ def check_node(op_type: str, domain: str, version: int, inputs: list[str], attrs
     if entry is None:
         return attrs
     kinds, versions = entry
+    for name, a in attrs.items():
+        if name not in kinds and a.kind in ("GRAPH", "GRAPHS"):  # a body no kernel runs, yet it would capture values
+            raise ModelError(f"{label}: attribute {name!r} is a graph, but {op_type} has no graph attribute "
+                             f"of that name")
     spec = None
     for since, *rest in versions:
         if since <= version:

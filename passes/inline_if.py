@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from onnxc.ir import Graph, Node, Value
+from onnxc.ir import Graph, Node, ShapeError, Value
 
 from .lift_captures import captures
 
@@ -21,9 +21,13 @@ def inline_constant_if(node: Node) -> list[Node] | None:
     if node.op_type != "If" or node.domain:
         return None
     cond = node.input(0)
-    if cond is None or cond.const is None or np.asarray(cond.const).size != 1:
-        return None
-    branch: Graph = node.attr("then_branch" if bool(np.asarray(cond.const).reshape(-1)[0]) else "else_branch")
+    if cond is None or cond.const is None or np.asarray(cond.const).size != 1 or np.asarray(cond.const).dtype != np.bool_:
+        return None  # not foldable, or not a valid condition: the If shape rule says which
+    which = "then_branch" if bool(np.asarray(cond.const).reshape(-1)[0]) else "else_branch"
+    branch: Graph = node.attr(which)
+    if len(branch.outputs) != len(node.outputs):
+        raise ShapeError(f"{node.describe()}: its {which} returns {len(branch.outputs)} values, the node has "
+                         f"{len(node.outputs)} outputs")
     g = node.graph
     caps = captures(node)
     formals = branch.inputs[len(branch.inputs) - len(caps):] if caps else []

@@ -337,3 +337,21 @@ def test_text_field_that_is_not_utf8_is_a_model_error() -> None:
     assert data != m.SerializeToString()
     with pytest.raises(ModelError, match=r"ModelProto.functions\[0\].domain is not valid UTF-8 text: b'\\xdbocal'"):
         onnxc.compile(data)
+
+
+def test_constant_if_whose_taken_branch_returns_too_few_values_is_a_shape_error() -> None:
+    """Folding an If on a constant condition moved a branch with no outputs in and left the If's output
+    undefined (IRCheckError from the checker, a pass bug)."""
+    empty = helper.make_graph([], "t", [], [])
+    node = helper.make_node("If", ["c"], ["y"], then_branch=empty, else_branch=_const_graph("e", 2.0))
+    c = numpy_helper.from_array(np.array(True), "c")
+    m = _model([node], [], [_vi("y", FLOAT, [1])], inits=[c])
+    with pytest.raises(ShapeError, match=r"If \(outputs 'y'\): its then_branch returns 0 values, the node has 1 outputs"):
+        onnxc.compile(m)
+
+
+def test_stray_graph_attribute_is_refused_at_any_opset_version() -> None:
+    stray = helper.make_graph([helper.make_node("Neg", ["x"], ["n"])], "stray", [], [_vi("n", FLOAT, [2])])
+    m = _model([helper.make_node("Relu", ["x"], ["y"], body=stray)], [_vi("x", FLOAT, [2])], [_vi("y")], opset=0)
+    with pytest.raises(ModelError, match=r"attribute 'body' is a graph, but Relu has no graph attribute"):
+        onnxc.compile(m)
