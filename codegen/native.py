@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import math
 import mmap
 import os
 import threading
@@ -179,7 +180,7 @@ class NativeModel:
             finally:
                 self._free(t.data)
         npdt = dt.np
-        nbytes = int(np.prod(shape, dtype=np.int64)) * npdt.itemsize
+        nbytes = math.prod(shape) * npdt.itemsize
         owner = ffi.gc(t.data, self._free)
         return np.frombuffer(ffi.buffer(owner, nbytes), dtype=npdt).reshape(shape)
 
@@ -271,9 +272,23 @@ def string_pointers(a: np.ndarray, keep: list, what: str, ffi: cffi.FFI = _ffi) 
     return ptrs
 
 
+def _scalars(t, ffi: cffi.FFI) -> list:
+    """The elements of a 1-D ``onnxc_tensor`` as a list of Python scalars."""
+    n = t.dims[0]
+    if n == 0:
+        return []
+    ctype = _UNPACK.get(t.dtype)
+    if ctype is not None:
+        return ffi.unpack(ffi.cast(ctype, t.data), n)
+    if t.dtype == int(DType.STRING):
+        s = ffi.cast("char **", t.data)
+        return [ffi.string(s[i]).decode("utf-8", "surrogateescape") for i in range(n)]
+    return np.frombuffer(ffi.buffer(t.data, n * _ITEMSIZE[t.dtype]), DType(t.dtype).np).tolist()
+
+
 def read_strings(data, shape: tuple, ffi: cffi.FFI = _ffi) -> np.ndarray:
     """An object array of str copied out of a packed string tensor (pointer array + characters)."""
-    n = int(np.prod(shape, dtype=np.int64))
+    n = math.prod(shape)
     p = ffi.cast("char **", data)
     out = np.empty(n, dtype=object)
     out[:] = [ffi.string(p[i]).decode("utf-8", "surrogateescape") for i in range(n)]
@@ -362,22 +377,50 @@ def _build_map(obj, t: MapType, keep: list, what: str, ffi: cffi.FFI, v):
     return v
 
 
-def read_value(p, ffi: cffi.FFI = _ffi):
+# pointer types whose elements ffi.unpack turns into a list of Python scalars in one call
+_UNPACK = {int(DType.FLOAT): "float *", int(DType.DOUBLE): "double *", int(DType.INT64): "int64_t *",
+           int(DType.INT32): "int32_t *", int(DType.INT16): "int16_t *", int(DType.INT8): "int8_t *",
+           int(DType.UINT64): "uint64_t *", int(DType.UINT32): "uint32_t *", int(DType.UINT16): "uint16_t *",
+           int(DType.UINT8): "uint8_t *"}
+# bytes of one element in a tensor's data (strings: a pointer)
+_ITEMSIZE = {int(d): (_ffi.sizeof("void *") if d == DType.STRING else d.np.itemsize)
+             for d in DType if d != DType.UNDEFINED}
+
+
+def read_value(p, ffi: cffi.FFI = _ffi, _keys: dict | None = None):
     """The Python form of an ``onnxc_value *`` the library returned (copied out): None, a list, a
-    dict of Python scalars (a map) or an array."""
+    dict of Python scalars (a map) or an array.
+
+    Maps are read as lists of scalars without numpy, and key tensors shared by several maps (ZipMap
+    gives every row's map the same label table) are decoded once per call (``_keys``), so a
+    sequence of n maps costs about one dict construction per map."""
     if p.kind == 0:
         return None
     if p.kind == 2:
-        return [read_value(p.items[i], ffi) for i in range(p.n)]
+        keys = {} if _keys is None else _keys
+        return [read_value(p.items[i], ffi, keys) for i in range(p.n)]
     if p.kind == 3:
-        keys, values = read_value(p.items[0], ffi), read_value(p.items[1], ffi)
+        k, v = p.items[0], p.items[1]
+        kt, vt = k.t, v.t
+        if k.kind == 1 and v.kind == 1 and kt.rank == 1 and vt.rank == 1:
+            # a key tensor is known by its bytes (for strings: the pointers, which stay valid until the
+            # whole tree is freed after reading): every ZipMap row has its own copy of one label table
+            n, dt = kt.dims[0], kt.dtype
+            ident = (dt, ffi.buffer(kt.data, n * _ITEMSIZE[dt])[:] if n else b"")
+            keys = None if _keys is None else _keys.get(ident)
+            if keys is None:
+                keys = _scalars(kt, ffi)
+                if _keys is not None:
+                    _keys[ident] = keys
+            return dict(zip(keys, _scalars(vt, ffi), strict=True))
+        keys, values = read_value(k, ffi), read_value(v, ffi)
         return dict(zip(keys.tolist(), values.tolist(), strict=True))
     t = p.t
     shape = tuple(t.dims[k] for k in range(t.rank))
     if t.dtype == int(DType.STRING):
         return read_strings(t.data, shape, ffi)
     dt = DType(t.dtype).np
-    n = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+    n = math.prod(shape) * dt.itemsize
     if n == 0:
         return np.zeros(shape, dt)
     return np.frombuffer(ffi.buffer(t.data, n), dtype=dt).reshape(shape).copy()
