@@ -41,7 +41,7 @@ from onnxc.ir import (
 )
 from onnxc.ir.dims import free_symbols, sym, to_c
 
-from . import concat_inplace
+from . import concat_inplace, weight_budget
 from .contracts import Placer, check_c
 from .kernels import registry as kb
 from .kernels.base import KernelCtx, Operand
@@ -154,6 +154,7 @@ class _Lowerer:
         self.noops: set[int] = set()                        # the Concat nodes that emit no code
         self.counter = [0] if counter is None else counter  # subprogram numbering, shared by the tree
         self._nb = 0
+        self.grow_weights: set[int] | None = None  # set by run(): codegen/weight_budget.py
 
     def new_buffer(self, kind: str, v: Value, index: int = -1) -> Buffer:
         if kind == "temp" and v.id in self.slices:
@@ -278,6 +279,7 @@ class _Lowerer:
         for v in g.initializers.values():
             if v.uses() or v in g.outputs:
                 self.add_weight(v)
+        self.grow_weights = weight_budget.plan(g.nodes, weight_budget.constant_bytes(g))
         for node in g.nodes:
             self.lower_node(node)
             self.place_contracts(placer)
@@ -334,6 +336,7 @@ class _Lowerer:
         outs = [self.operand(v, f"out{i}") for i, v in enumerate(node.outputs)]
         ctx = KernelCtx(node, ins, outs, self.dim_c, self.helpers, self.threads)
         ctx.subprogram = self.subprogram
+        ctx.grow_weights = self.grow_weights
         if kd.allocates:
             ctx.defines = {name: f"D[{self.dimvars.index(name)}]" for name in node.defines_dims}
             shape_body = None

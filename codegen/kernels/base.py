@@ -109,6 +109,12 @@ class KernelCtx:
     # Compile a closed body graph into the translation unit: (run function name, weights offset).
     subprogram: Callable | None = None
     repacked: dict[int, np.ndarray] = field(default_factory=dict)  # input index -> data (repack_const)
+    # ids of the nodes whose kernels may grow their weights (codegen/weight_budget.py); None: all may
+    grow_weights: set[int] | None = None
+
+    def may_grow_weights(self) -> bool:
+        """Whether this node's kernel may take a path that stores its constants transformed and larger."""
+        return self.grow_weights is None or self.node.id in self.grow_weights
 
     def dim(self, d: Dim) -> str:
         return self.dim_c(d)

@@ -36,10 +36,12 @@ from fractions import Fraction
 
 import numpy as np
 
-from onnxc.ir import DType
+from onnxc.ir import DType, Node, OnnxcError, TensorType
 from onnxc.ir.dims import is_static
+from onnxc.passes.shapes.conv import conv_window
 from onnxc.passes.shapes.spatial import Window
 
+from ..weight_budget import Candidate, grows_weights
 from .base import KernelCtx
 from .epilogue import Epilogue, sg_epi, use_act
 from .gemm_layout import pack_a
@@ -88,9 +90,15 @@ def enabled() -> bool:
 
 
 def applies(ctx: KernelCtx, win: Window, m: int, cg: int, g: int) -> bool:
-    """Whether a Conv node takes the Winograd path (see the module doc)."""
+    """Whether a Conv node takes the Winograd path (see the module doc) within the weight budget
+    (codegen/weight_budget.py: the transformed filter is 4x the filter)."""
     x, w = ctx.ins[0], ctx.ins[1]
-    if not enabled() or x.dtype != DType.FLOAT or w.const is None or w.value.type.dtype != DType.FLOAT:
+    return (w.const is not None and _eligible(x.dtype, w.value.type.dtype, win, m, cg, g, ctx.outs[0].shape[2:])
+            and ctx.may_grow_weights())
+
+
+def _eligible(x_dtype: DType, w_dtype: DType, win: Window, m: int, cg: int, g: int, out: tuple) -> bool:
+    if not enabled() or x_dtype != DType.FLOAT or w_dtype != DType.FLOAT:
         return False
     if win.rank != 2 or tuple(win.kernel) != (3, 3) or g != 1:
         return False
@@ -98,11 +106,33 @@ def applies(ctx: KernelCtx, win: Window, m: int, cg: int, g: int) -> bool:
         return False
     if cg < MIN_CHANNELS or m < MIN_CHANNELS:
         return False
-    out = ctx.outs[0].shape[2:]
     if not all(is_static(d) for d in out):
         return True
     op = math.prod(int(d) for d in out)
     return op >= MIN_POSITIONS and (op >= LARGE_POSITIONS or SMALL_MAP_WEIGHTS[0] <= cg * m <= SMALL_MAP_WEIGHTS[1])
+
+
+@grows_weights
+def candidate(node: Node) -> Candidate | None:
+    """The weight growth of a Conv that would take the path, and its gain: the flops it saves per
+    image, 3/4 of im2col's (a symbolic map counts as a 56x56 one)."""
+    if node.op_type != "Conv" or node.domain or len(node.inputs) < 2 or node.inputs[1] is None:
+        return None
+    x, w, y = node.inputs[0], node.inputs[1], node.outputs[0]
+    if w.const is None or not all(isinstance(t, TensorType) and t.shape is not None for t in (x.type, w.type, y.type)):
+        return None
+    if len(w.type.shape) != 4 or not all(is_static(d) for d in w.type.shape):
+        return None
+    m, cg = int(w.type.shape[0]), int(w.type.shape[1])
+    try:
+        win = conv_window(node)
+    except OnnxcError:
+        return None
+    out = tuple(y.type.shape[2:])
+    if not _eligible(x.type.dtype, w.type.dtype, win, m, cg, int(node.attr("group", 1)), out):
+        return None
+    positions = math.prod(int(d) for d in out) if all(is_static(d) for d in out) else 56 * 56
+    return Candidate(node, extra_bytes=27 * m * cg * 4, gain=0.75 * 9 * 2 * m * cg * positions)
 
 
 def filter_transform(w: np.ndarray) -> np.ndarray:

@@ -21,6 +21,13 @@ RNG = np.random.default_rng(11)
 MARK = "onnxc_wino_conv("
 
 
+@pytest.fixture(autouse=True)
+def _no_weight_budget(monkeypatch):
+    """A one-Conv model cannot afford the 4x filter within the default weight budget
+    (codegen/weight_budget.py, tests/test_weight_budget.py): these tests pin the path itself."""
+    monkeypatch.setenv("ONNXC_WEIGHT_GROWTH", "inf")
+
+
 def _model(xs: list, ws: list, bias: bool, residual: bool, act: str | None, params: list | None,
            x_decl: list | None, attrs: dict) -> tuple[onnx.ModelProto, onnx.ModelProto, dict]:
     """(model with the onnxc epilogue attributes, plain ONNX reference model, feeds)."""
