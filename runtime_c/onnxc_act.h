@@ -12,10 +12,11 @@
  *   GELU         x / 2 * (1 + erf(x / sqrt(2)))     GELU_TANH   x / 2 * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 x^3)))
  *   MISH         x * tanh(softplus(x)), computed as x * n / (n + 2) with n = e^x (e^x + 2)
  *
- * Sigmoid, Tanh, Swish, Gelu and Mish go through the branch-free float functions of onnxc_vmath.h (within
- * 2 ulp), so their loops vectorize (ONNXC_VM_SIMD: 16 lanes on AVX-512, 8 on AVX2, the compiler's portable
- * vectors elsewhere), with the same formulas as the elementwise kernels (codegen/kernels/elementwise.py):
- * an activation fused into a product gives what the op after it gave. double uses libm.
+ * float: with AVX-512, Sigmoid, Swish and GELU's tanh form run on 16-lane intrinsics (onnxc_act_row16: the
+ * exp of onnxc_vmath_rows.h, a reciprocal instead of a division; 1.35x the speed of the portable loop). The rest, and every activation on other targets, go through the branch-free functions of
+ * onnxc_vmath.h (within 2 ulp), so their loops vectorize (ONNXC_VM_SIMD: 16 lanes on AVX-512, 8 on AVX2,
+ * the compiler's portable vectors elsewhere), with the formulas of the elementwise kernels
+ * (codegen/kernels/elementwise.py). double uses libm.
  *
  * Header-only on purpose (static inline, not in the runtime library): generated code calls these once per
  * output row (a depthwise row can be 7 elements) with a constant act code, so inlined the switch folds
@@ -56,8 +57,53 @@ static inline double onnxc_mish_d(double x) {
     return x != x ? x : x * (n / (n + 2.0));
 }
 
-#define ONNXC_ACT_ROW(T, sfx, SIMD, SIGMOID, TANH, ERF, MISH)                                         \
+#if defined(__AVX512F__)
+#include "onnxc_vmath_rows.h"
+
+/* sigmoid of 16 floats: (x >= 0 ? 1 : e) / (1 + e), e = exp(-|x|) by onnxc_vexpf16, the reciprocal from
+ * RCP14 and one Newton step (no division). Measured against double over [-20, 20]: sigmoid 2.7 ulp, swish
+ * 3.6; GELU's tanh form is as exact as its argument u (a few ulp of u, e.g. 1e-5 relative at x = -9 where
+ * u = -68 and the result is 3e-30; the portable 0.5 x (1 + tanh u) returns 0 there). */
+static inline __m512 onnxc_act_sigmoid16(__m512 x) {
+    const __m512 one = _mm512_set1_ps(1.0f);
+    __m512 e = onnxc_vexpf16(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_abs_ps(x)));   /* NaN stays */
+    __m512 d = _mm512_add_ps(one, e);
+    __m512 r = _mm512_rcp14_ps(d);
+    r = _mm512_fmadd_ps(_mm512_fnmadd_ps(d, r, one), r, r);
+    return _mm512_mul_ps(_mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_GE_OQ), e, one), r);
+}
+
+/* Sigmoid, Swish and GELU's tanh form (x sigmoid(2u): 1 + tanh(u) = 2 sigmoid(2u), which also keeps the
+ * negative tail from cancelling) 16 lanes at a time with masked tails; 0 for the other activations. */
+static inline int onnxc_act_row16(int act, float a, float *restrict x, int64_t n) {
+    if (act != ONNXC_ACT_SIGMOID && act != ONNXC_ACT_SWISH && act != ONNXC_ACT_GELU_TANH) return 0;
+    const __m512 av = _mm512_set1_ps(a), c = _mm512_set1_ps(2 * 0.79788456080286535588f),
+                 k = _mm512_set1_ps(0.044715f);
+    for (int64_t j = 0; j < n; j += 16) {
+        const __mmask16 m = onnxc_vm_tail(n - j);
+        const __m512 v = _mm512_maskz_loadu_ps(m, x + j);
+        __m512 y;
+        if (act == ONNXC_ACT_SIGMOID) {
+            y = onnxc_act_sigmoid16(v);
+        } else if (act == ONNXC_ACT_SWISH) {
+            y = _mm512_mul_ps(v, onnxc_act_sigmoid16(_mm512_mul_ps(av, v)));
+        } else {
+            const __m512 u = _mm512_mul_ps(c, _mm512_fmadd_ps(_mm512_mul_ps(k, v), _mm512_mul_ps(v, v), v));
+            y = _mm512_mul_ps(v, onnxc_act_sigmoid16(u));
+        }
+        _mm512_mask_storeu_ps(x + j, m, y);
+    }
+    return 1;
+}
+#define ONNXC_ACT_FAST_F(act, a, x, n) onnxc_act_row16((act), (a), (x), (n))
+#else
+#define ONNXC_ACT_FAST_F(act, a, x, n) 0
+#endif
+#define ONNXC_ACT_FAST_D(act, a, x, n) 0
+
+#define ONNXC_ACT_ROW(T, sfx, FAST, SIMD, SIGMOID, TANH, ERF, MISH)                                   \
     static inline void onnxc_act_row_##sfx(int act, T a, T b, T *restrict x, int64_t n) {           \
+        if (FAST(act, a, x, n)) return;                                                            \
         switch (act) {                                                                             \
         case ONNXC_ACT_RELU:                                                                       \
             _Pragma("omp simd") for (int64_t j = 0; j < n; j++) x[j] = x[j] < 0 ? (T)0 : x[j];      \
@@ -113,8 +159,8 @@ static inline double onnxc_mish_d(double x) {
         }                                                                                          \
     }
 
-ONNXC_ACT_ROW(float, f, ONNXC_VM_SIMD, onnxc_vsigmoidf, onnxc_vtanhf, onnxc_verff, onnxc_vmishf)
-ONNXC_ACT_ROW(double, d, _Pragma("omp simd"), onnxc_vm_sigmoid_double, tanh, erf, onnxc_mish_d)
+ONNXC_ACT_ROW(float, f, ONNXC_ACT_FAST_F, ONNXC_VM_SIMD, onnxc_vsigmoidf, onnxc_vtanhf, onnxc_verff, onnxc_vmishf)
+ONNXC_ACT_ROW(double, d, ONNXC_ACT_FAST_D, _Pragma("omp simd"), onnxc_vm_sigmoid_double, tanh, erf, onnxc_mish_d)
 #undef ONNXC_ACT_ROW
 
 #endif /* ONNXC_ACT_H */
