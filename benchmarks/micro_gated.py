@@ -34,10 +34,9 @@ import onnx  # noqa: E402
 from onnx import helper  # noqa: E402
 
 import onnxc  # noqa: E402
+from benchmarks.micro_fusion import _B, F32, timed  # noqa: E402
 from onnxc.bench import Budget, max_rel_error, ort_session, summary  # noqa: E402
 from onnxc.passes import pipeline  # noqa: E402
-
-from .micro_fusion import F32, _B, timed  # noqa: E402
 
 PASS = "name_activations"
 

@@ -13,8 +13,8 @@
  *   MISH         x * tanh(softplus(x)), computed as x * n / (n + 2) with n = e^x (e^x + 2)
  *
  * float: with AVX-512, Sigmoid, Swish and GELU's tanh form run on 16-lane intrinsics (onnxc_act_row16: the
- * exp of onnxc_vmath_rows.h, a reciprocal instead of a division; 1.35x the speed of the portable loop). The rest, and every activation on other targets, go through the branch-free functions of
- * onnxc_vmath.h (within 2 ulp), so their loops vectorize (ONNXC_VM_SIMD: 16 lanes on AVX-512, 8 on AVX2,
+ * exp of onnxc_vmath_rows.h, a reciprocal instead of a division; 1.35x the speed of the portable loop).
+ * The rest, and every activation on other targets, go through the branch-free functions of onnxc_vmath.h (within 2 ulp), so their loops vectorize (ONNXC_VM_SIMD: 16 lanes on AVX-512, 8 on AVX2,
  * the compiler's portable vectors elsewhere), with the formulas of the elementwise kernels
  * (codegen/kernels/elementwise.py). double uses libm.
  *
