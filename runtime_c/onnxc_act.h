@@ -14,9 +14,10 @@
  *
  * float: with AVX-512, Sigmoid, Swish and GELU's tanh form run on 16-lane intrinsics (onnxc_act_row16: the
  * exp of onnxc_vmath_rows.h, a reciprocal instead of a division; 1.35x the speed of the portable loop).
- * The rest, and every activation on other targets, go through the branch-free functions of onnxc_vmath.h (within 2 ulp), so their loops vectorize (ONNXC_VM_SIMD: 16 lanes on AVX-512, 8 on AVX2,
- * the compiler's portable vectors elsewhere), with the formulas of the elementwise kernels
- * (codegen/kernels/elementwise.py). double uses libm.
+ * The rest, and every activation on other targets, go through the branch-free functions of onnxc_vmath.h
+ * (within 2 ulp), so their loops vectorize (ONNXC_VM_SIMD: 16 lanes on AVX-512, 8 on AVX2, the compiler's
+ * portable vectors elsewhere), with the formulas of the elementwise kernels (codegen/kernels/elementwise.py).
+ * double uses libm.
  *
  * Header-only on purpose (static inline, not in the runtime library): generated code calls these once per
  * output row (a depthwise row can be 7 elements) with a constant act code, so inlined the switch folds
