@@ -75,24 +75,27 @@ static inline __m512 onnxc_act_sigmoid16(__m512 x) {
 }
 
 /* Sigmoid, Swish and GELU's tanh form (x sigmoid(2u): 1 + tanh(u) = 2 sigmoid(2u), which also keeps the
- * negative tail from cancelling) 16 lanes at a time with masked tails; 0 for the other activations. */
+ * negative tail from cancelling) on 16 lanes; av holds Swish's alpha. The AVX-512 GEMM micro-kernel applies
+ * the same function in registers (onnxc_sgemm_kern.h), so both give identical bits. */
+static inline int onnxc_act_is_gated16(int act) {
+    return act == ONNXC_ACT_SIGMOID || act == ONNXC_ACT_SWISH || act == ONNXC_ACT_GELU_TANH;
+}
+
+static inline __attribute__((always_inline)) __m512 onnxc_act_gated16(int act, __m512 av, __m512 v) {
+    if (act == ONNXC_ACT_SIGMOID) return onnxc_act_sigmoid16(v);
+    if (act == ONNXC_ACT_SWISH) return _mm512_mul_ps(v, onnxc_act_sigmoid16(_mm512_mul_ps(av, v)));
+    const __m512 k = _mm512_set1_ps(0.044715f), c = _mm512_set1_ps(2 * 0.79788456080286535588f);
+    const __m512 u = _mm512_mul_ps(c, _mm512_fmadd_ps(_mm512_mul_ps(k, v), _mm512_mul_ps(v, v), v));
+    return _mm512_mul_ps(v, onnxc_act_sigmoid16(u));
+}
+
+/* The rows of those activations, 16 lanes at a time with masked tails; 0 for the other activations. */
 static inline int onnxc_act_row16(int act, float a, float *restrict x, int64_t n) {
-    if (act != ONNXC_ACT_SIGMOID && act != ONNXC_ACT_SWISH && act != ONNXC_ACT_GELU_TANH) return 0;
-    const __m512 av = _mm512_set1_ps(a), c = _mm512_set1_ps(2 * 0.79788456080286535588f),
-                 k = _mm512_set1_ps(0.044715f);
+    if (!onnxc_act_is_gated16(act)) return 0;
+    const __m512 av = _mm512_set1_ps(a);
     for (int64_t j = 0; j < n; j += 16) {
         const __mmask16 m = onnxc_vm_tail(n - j);
-        const __m512 v = _mm512_maskz_loadu_ps(m, x + j);
-        __m512 y;
-        if (act == ONNXC_ACT_SIGMOID) {
-            y = onnxc_act_sigmoid16(v);
-        } else if (act == ONNXC_ACT_SWISH) {
-            y = _mm512_mul_ps(v, onnxc_act_sigmoid16(_mm512_mul_ps(av, v)));
-        } else {
-            const __m512 u = _mm512_mul_ps(c, _mm512_fmadd_ps(_mm512_mul_ps(k, v), _mm512_mul_ps(v, v), v));
-            y = _mm512_mul_ps(v, onnxc_act_sigmoid16(u));
-        }
-        _mm512_mask_storeu_ps(x + j, m, y);
+        _mm512_mask_storeu_ps(x + j, m, onnxc_act_gated16(act, av, _mm512_maskz_loadu_ps(m, x + j)));
     }
     return 1;
 }
