@@ -17,9 +17,11 @@ apply (``P`` is the product, ``t`` its output):
   residual slot; codegen/kernels/epilogue.py). Only before any other epilogue;
 - ``Add(t, R)`` (either order) with R of exactly t's type (no broadcasting): R becomes the residual
   input (Conv and Gemm: input 3, MatMul: input 2), added before the activation;
-- ``Relu | Tanh | Sigmoid | HardSwish(t)`` -> ``onnxc_activation=<op>``; ``LeakyRelu(alpha)``,
-  ``HardSigmoid(alpha, beta)`` -> the same with their parameters; ``Clip`` with constant (or absent)
-  bounds -> ``Clip`` with ``[min, max]``. The activation ends the chain.
+- ``Relu | Tanh | Sigmoid | HardSwish | Mish(t)`` -> ``onnxc_activation=<op>``; ``LeakyRelu(alpha)``,
+  ``HardSigmoid(alpha, beta)``, ``Swish(alpha)`` -> the same with their parameters; ``Gelu`` ->
+  ``Gelu`` or ``Gelu:tanh`` (``approximate``); ``Clip`` with constant (or absent) bounds -> ``Clip``
+  with ``[min, max]``. The activation ends the chain. Gated activations spelled out op by op
+  (``t * Sigmoid(t)``, GELU's formulas, ...) are single nodes by then (passes/name_activations.py).
 
 Conditions: P in the default domain, float32 output (every float32 path of the three kernels applies
 the epilogue: pointwise, im2col/rows and depthwise Conv, GEMV, blocked and batched GEMM), no epilogue
@@ -103,8 +105,14 @@ def activation(node: Node) -> tuple[str, list[float]] | None:
             or not _is_f32(node.outputs[0]):
         return None
     op = node.op_type
-    if op in ("Relu", "Tanh", "Sigmoid", "HardSwish"):
+    if op in ("Relu", "Tanh", "Sigmoid", "HardSwish", "Mish"):
         return op, []
+    if op == "Swish":
+        return op, [float(node.attr("alpha", 1.0))]
+    if op == "Gelu":
+        approx = node.attr("approximate", "none")
+        approx = approx.decode() if isinstance(approx, bytes) else approx
+        return {"none": ("Gelu", []), "tanh": ("Gelu:tanh", [])}.get(approx)
     if op == "LeakyRelu":
         return op, [float(node.attr("alpha", 0.01))]
     if op == "HardSigmoid":

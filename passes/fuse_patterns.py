@@ -8,7 +8,10 @@ tree, these rewrites name them so the kernel evaluates the formula once:
 - GELU, tanh form: ``0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3)))`` with ``x^3`` as
   ``Pow(x, 3)``, ``x * x * x`` or ``x * Pow(x, 2)`` -> ``Gelu(x, approximate="tanh")``;
 - SiLU / Swish: ``x * Sigmoid(x)`` -> ``Swish(x)``, ``x * Sigmoid(alpha * x)`` -> ``Swish(x, alpha)``;
-- HardSwish: ``x * HardSigmoid(x, 1/6, 1/2)`` and ``x * Clip(x + 3, 0, 6) / 6`` -> ``HardSwish(x)``.
+- HardSwish: ``x * HardSigmoid(x, 1/6, 1/2)`` and ``x * Clip(x + 3, 0, 6) / 6`` -> ``HardSwish(x)``;
+- Mish: ``x * Tanh(Softplus(x))`` -> ``Mish(x)``.
+
+passes/name_activations.py applies the same matchers to the graph, before epilogue fusion.
 
 Constants match within a relative 1e-5 (float32 roundings of the exact values). A rewrite changes
 results only by the roundings of the intermediate steps it removes.
@@ -139,6 +142,17 @@ def _hardswish(c: float, fs: list[Expr]) -> Expr | None:
     return None
 
 
+def _mish(c: float, fs: list[Expr]) -> Expr | None:
+    if len(fs) != 2 or c != 1.0:
+        return None
+    for x, other in (fs, fs[::-1]):
+        if isinstance(other, Op) and other.op == "Tanh":
+            sp = other.args[0]
+            if isinstance(sp, Op) and sp.op == "Softplus" and sp.args[0] == x:
+                return op("Mish", x)
+    return None
+
+
 def recognize(e: Expr) -> Expr:
     """``e`` with the activation formulas above replaced by their ops, innermost first."""
     if not isinstance(e, Op):
@@ -147,7 +161,7 @@ def recognize(e: Expr) -> Expr:
     if e.op not in ("Mul", "Div"):
         return e
     c, fs = factors(e)
-    for match in (_gelu, _swish, _hardswish):
+    for match in (_gelu, _swish, _hardswish, _mish):
         r = match(c, fs)
         if r is not None:
             return r

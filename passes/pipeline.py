@@ -24,6 +24,7 @@ from .infer_shapes import infer_shapes
 from .inline_functions import inline_functions
 from .lift_captures import lift_captures
 from .merge_bn_affine import merge_affine
+from .name_activations import name_activations
 from .remove_identities import remove_identities
 from .spell_out_batchnorm import spell_out_batchnorm
 
@@ -42,6 +43,7 @@ def steps() -> list[Step]:
         ("eliminate_common_subexpressions", eliminate_common_subexpressions),
         ("remove_identities", remove_identities),
         ("fuse_attention", fuse_attention),
+        ("name_activations", name_activations),
         ("fuse_epilogues", fuse_epilogues),
         ("spell_out_batchnorm", spell_out_batchnorm),
         ("fuse_elementwise", fuse_elementwise),

@@ -8,7 +8,16 @@
  *   RELU         max(x, 0)                          CLIP        min(max(x, a), b)
  *   LEAKYRELU    x < 0 ? a * x : x                  SIGMOID     1 / (1 + exp(-x))
  *   HARDSIGMOID  max(0, min(1, a * x + b))          HARDSWISH   x * max(0, min(1, x / 6 + 1 / 2))
- *   TANH         tanh(x)
+ *   TANH         tanh(x)                            SWISH       x * sigmoid(a * x)
+ *   GELU         x / 2 * (1 + erf(x / sqrt(2)))     GELU_TANH   x / 2 * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 x^3)))
+ *   MISH         x * tanh(softplus(x)), computed as x * n / (n + 2) with n = e^x (e^x + 2)
+ *
+ * float: with AVX-512, Sigmoid, Swish and GELU's tanh form run on 16-lane intrinsics (onnxc_act_row16: the
+ * exp of onnxc_vmath_rows.h, a reciprocal instead of a division; 1.35x the speed of the portable loop).
+ * The rest, and every activation on other targets, go through the branch-free functions of onnxc_vmath.h
+ * (within 2 ulp), so their loops vectorize (ONNXC_VM_SIMD: 16 lanes on AVX-512, 8 on AVX2, the compiler's
+ * portable vectors elsewhere), with the formulas of the elementwise kernels (codegen/kernels/elementwise.py).
+ * double uses libm.
  *
  * Header-only on purpose (static inline, not in the runtime library): generated code calls these once per
  * output row (a depthwise row can be 7 elements) with a constant act code, so inlined the switch folds
@@ -19,6 +28,7 @@
 #define ONNXC_ACT_H
 
 #include "onnxc.h"
+#include "onnxc_vmath.h"
 
 enum {
     ONNXC_ACT_NONE = 0,
@@ -29,10 +39,75 @@ enum {
     ONNXC_ACT_HARDSIGMOID = 5,
     ONNXC_ACT_HARDSWISH = 6,
     ONNXC_ACT_TANH = 7,
+    ONNXC_ACT_SWISH = 8,
+    ONNXC_ACT_GELU = 9,
+    ONNXC_ACT_GELU_TANH = 10,
+    ONNXC_ACT_MISH = 11,
 };
 
-#define ONNXC_ACT_ROW(T, sfx, EXP, TANH)                                                              \
+/* Mish: tanh(log(1 + e)) = ((1 + e)^2 - 1) / ((1 + e)^2 + 1) = n / (n + 2), n = e (e + 2), e = exp(x); past
+ * x = 20 the ratio rounds to 1 (the clamp keeps n finite); NaN stays NaN. */
+static inline float onnxc_vmishf(float x) {
+    float e = onnxc_vexpf(onnxc_vm_sel(x > 20.0f, 20.0f, x));
+    float n = e * (e + 2.0f);
+    return x * (n / (n + 2.0f));
+}
+static inline double onnxc_mish_d(double x) {
+    double e = exp(x > 40.0 ? 40.0 : x);
+    double n = e * (e + 2.0);
+    return x != x ? x : x * (n / (n + 2.0));
+}
+
+#if defined(__AVX512F__)
+#include "onnxc_vmath_rows.h"
+
+/* sigmoid of 16 floats: (x >= 0 ? 1 : e) / (1 + e), e = exp(-|x|) by onnxc_vexpf16, the reciprocal from
+ * RCP14 and one Newton step (no division). Measured against double over [-20, 20]: sigmoid 2.7 ulp, swish
+ * 3.6; GELU's tanh form is as exact as its argument u (a few ulp of u, e.g. 1e-5 relative at x = -9 where
+ * u = -68 and the result is 3e-30; the portable 0.5 x (1 + tanh u) returns 0 there). */
+static inline __m512 onnxc_act_sigmoid16(__m512 x) {
+    const __m512 one = _mm512_set1_ps(1.0f);
+    __m512 e = onnxc_vexpf16(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_abs_ps(x)));   /* NaN stays */
+    __m512 d = _mm512_add_ps(one, e);
+    __m512 r = _mm512_rcp14_ps(d);
+    r = _mm512_fmadd_ps(_mm512_fnmadd_ps(d, r, one), r, r);
+    return _mm512_mul_ps(_mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_GE_OQ), e, one), r);
+}
+
+/* Sigmoid, Swish and GELU's tanh form (x sigmoid(2u): 1 + tanh(u) = 2 sigmoid(2u), which also keeps the
+ * negative tail from cancelling) on 16 lanes; av holds Swish's alpha. The AVX-512 GEMM micro-kernel applies
+ * the same function in registers (onnxc_sgemm_kern.h), so both give identical bits. */
+static inline int onnxc_act_is_gated16(int act) {
+    return act == ONNXC_ACT_SIGMOID || act == ONNXC_ACT_SWISH || act == ONNXC_ACT_GELU_TANH;
+}
+
+static inline __attribute__((always_inline)) __m512 onnxc_act_gated16(int act, __m512 av, __m512 v) {
+    if (act == ONNXC_ACT_SIGMOID) return onnxc_act_sigmoid16(v);
+    if (act == ONNXC_ACT_SWISH) return _mm512_mul_ps(v, onnxc_act_sigmoid16(_mm512_mul_ps(av, v)));
+    const __m512 k = _mm512_set1_ps(0.044715f), c = _mm512_set1_ps(2 * 0.79788456080286535588f);
+    const __m512 u = _mm512_mul_ps(c, _mm512_fmadd_ps(_mm512_mul_ps(k, v), _mm512_mul_ps(v, v), v));
+    return _mm512_mul_ps(v, onnxc_act_sigmoid16(u));
+}
+
+/* The rows of those activations, 16 lanes at a time with masked tails; 0 for the other activations. */
+static inline int onnxc_act_row16(int act, float a, float *restrict x, int64_t n) {
+    if (!onnxc_act_is_gated16(act)) return 0;
+    const __m512 av = _mm512_set1_ps(a);
+    for (int64_t j = 0; j < n; j += 16) {
+        const __mmask16 m = onnxc_vm_tail(n - j);
+        _mm512_mask_storeu_ps(x + j, m, onnxc_act_gated16(act, av, _mm512_maskz_loadu_ps(m, x + j)));
+    }
+    return 1;
+}
+#define ONNXC_ACT_FAST_F(act, a, x, n) onnxc_act_row16((act), (a), (x), (n))
+#else
+#define ONNXC_ACT_FAST_F(act, a, x, n) 0
+#endif
+#define ONNXC_ACT_FAST_D(act, a, x, n) 0
+
+#define ONNXC_ACT_ROW(T, sfx, FAST, SIMD, SIGMOID, TANH, ERF, MISH)                                   \
     static inline void onnxc_act_row_##sfx(int act, T a, T b, T *restrict x, int64_t n) {           \
+        if (FAST(act, a, x, n)) return;                                                            \
         switch (act) {                                                                             \
         case ONNXC_ACT_RELU:                                                                       \
             _Pragma("omp simd") for (int64_t j = 0; j < n; j++) x[j] = x[j] < 0 ? (T)0 : x[j];      \
@@ -47,7 +122,7 @@ enum {
             _Pragma("omp simd") for (int64_t j = 0; j < n; j++) x[j] = x[j] < 0 ? a * x[j] : x[j];  \
             break;                                                                                 \
         case ONNXC_ACT_SIGMOID:                                                                    \
-            for (int64_t j = 0; j < n; j++) x[j] = (T)1 / ((T)1 + EXP(-x[j]));                     \
+            SIMD for (int64_t j = 0; j < n; j++) x[j] = SIGMOID(x[j]);                              \
             break;                                                                                 \
         case ONNXC_ACT_HARDSIGMOID:                                                                \
             _Pragma("omp simd") for (int64_t j = 0; j < n; j++) {                                   \
@@ -64,15 +139,32 @@ enum {
             }                                                                                      \
             break;                                                                                 \
         case ONNXC_ACT_TANH:                                                                       \
-            for (int64_t j = 0; j < n; j++) x[j] = TANH(x[j]);                                     \
+            SIMD for (int64_t j = 0; j < n; j++) x[j] = TANH(x[j]);                                 \
+            break;                                                                                 \
+        case ONNXC_ACT_SWISH:                                                                      \
+            SIMD for (int64_t j = 0; j < n; j++) x[j] = x[j] * SIGMOID(a * x[j]);                   \
+            break;                                                                                 \
+        case ONNXC_ACT_GELU:                                                                       \
+            SIMD for (int64_t j = 0; j < n; j++)                                                    \
+                x[j] = (T)0.5 * x[j] * (1 + ERF(x[j] * (T)0.70710678118654752440));               \
+            break;                                                                                 \
+        case ONNXC_ACT_GELU_TANH:                                                                  \
+            SIMD for (int64_t j = 0; j < n; j++) {                                                  \
+                const T v = x[j];                                                                  \
+                const T u = (T)0.79788456080286535588 * (v + (T)0.044715 * v * v * v);             \
+                x[j] = (T)0.5 * v * (1 + TANH(u));                                                 \
+            }                                                                                      \
+            break;                                                                                 \
+        case ONNXC_ACT_MISH:                                                                       \
+            SIMD for (int64_t j = 0; j < n; j++) x[j] = MISH(x[j]);                                 \
             break;                                                                                 \
         default:                                                                                   \
             break;                                                                                 \
         }                                                                                          \
     }
 
-ONNXC_ACT_ROW(float, f, expf, tanhf)
-ONNXC_ACT_ROW(double, d, exp, tanh)
+ONNXC_ACT_ROW(float, f, ONNXC_ACT_FAST_F, ONNXC_VM_SIMD, onnxc_vsigmoidf, onnxc_vtanhf, onnxc_verff, onnxc_vmishf)
+ONNXC_ACT_ROW(double, d, ONNXC_ACT_FAST_D, _Pragma("omp simd"), onnxc_vm_sigmoid_double, tanh, erf, onnxc_mish_d)
 #undef ONNXC_ACT_ROW
 
 #endif /* ONNXC_ACT_H */

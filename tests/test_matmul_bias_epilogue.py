@@ -115,8 +115,9 @@ def test_bert_like_dense_two_threads():
     check(m, feeds, "onnxc_sgemm_ex(", threads=1)
 
 
-def test_bias_then_erf_gelu_stays_elementwise():
-    """FFN1 with an Erf GELU: the bias fuses into the MatMul, the GELU stays in the elementwise fusion."""
+def test_bias_then_erf_gelu_fused():
+    """FFN1 with an Erf GELU: the bias and the GELU (named by passes/name_activations.py) fuse into the
+    MatMul."""
     nodes = [helper.make_node("MatMul", ["a", "w"], ["t"]), helper.make_node("Add", ["bias", "t"], ["f"]),
              helper.make_node("Div", ["f", "sq2"], ["d"]), helper.make_node("Erf", ["d"], ["e"]),
              helper.make_node("Add", ["e", "one"], ["e1"]), helper.make_node("Mul", ["f", "e1"], ["g"]),
@@ -126,7 +127,7 @@ def test_bias_then_erf_gelu_stays_elementwise():
     m = model(nodes, {"a": ["B", 9, 16]}, consts)
     ops = ops_after(m)
     mm = the_matmul(ops)
-    assert mm.attr("onnxc_bias") == 1 and mm.outputs[0].name == "f"  # the bias Add's output, now the MatMul's
+    assert mm.attr("onnxc_bias") == 1 and mm.attr("onnxc_activation") == "Gelu" and mm.outputs[0].name == "y"
     cm = onnxc.compile(m)
     feeds = {"a": rand(2, 9, 16)}
     np.testing.assert_allclose(cm.run(feeds)["y"], ReferenceEvaluator(m).run(None, feeds)[0], rtol=1e-4, atol=1e-5)

@@ -4,10 +4,11 @@ tile while it is in cache (runtime_c/onnxc_act.h, ``onnxc_sg_epi`` in runtime_c/
 A fusion pass requests them with node attributes that ONNX models never carry:
 
 - ``onnxc_activation`` (string): ``Relu``, ``Clip``, ``LeakyRelu``, ``Sigmoid``, ``HardSigmoid``,
-  ``HardSwish`` or ``Tanh``, applied last;
+  ``HardSwish``, ``Tanh``, ``Swish``, ``Gelu`` (erf form), ``Gelu:tanh`` (Gelu with
+  ``approximate="tanh"``) or ``Mish``, applied last;
 - ``onnxc_activation_params`` (floats): the activation's attributes in ONNX order and with ONNX
   defaults when left out: Clip ``[min, max]`` (-inf, inf), LeakyRelu ``[alpha]`` (0.01), HardSigmoid
-  ``[alpha, beta]`` (0.2, 0.5); none for the others;
+  ``[alpha, beta]`` (0.2, 0.5), Swish ``[alpha]`` (1.0); none for the others;
 - ``onnxc_residual`` (int, 1 = on): one more input, right after the op's own inputs (Conv and Gemm:
   input 3, with input 2 possibly absent; MatMul: input 2), holding a tensor R of exactly the output's
   shape that is added before the activation;
@@ -44,6 +45,10 @@ ACTIVATIONS: dict[str, tuple[int, tuple[float, ...]]] = {
     "HardSigmoid": (5, (0.2, 0.5)),
     "HardSwish": (6, ()),
     "Tanh": (7, ()),
+    "Swish": (8, (1.0,)),
+    "Gelu": (9, ()),
+    "Gelu:tanh": (10, ()),
+    "Mish": (11, ()),
 }
 
 # index of the residual input per op (right after the op's own inputs)
