@@ -48,8 +48,9 @@ def have_onnxruntime() -> bool:
     return True
 
 
-def ort_session(model: str | os.PathLike, threads: int):
-    """An onnxruntime CPU session configured like onnxc: N intra-op threads, sequential, no spinning."""
+def ort_session(model: str | os.PathLike, threads: int, profile_prefix: str | None = None):
+    """An onnxruntime CPU session configured like onnxc: N intra-op threads, sequential, no spinning
+    (with ``profile_prefix``: writing its per-node profile there, see onnxc/ort_profile.py)."""
     import onnxruntime as ort
 
     so = ort.SessionOptions()
@@ -58,6 +59,9 @@ def ort_session(model: str | os.PathLike, threads: int):
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     so.add_session_config_entry("session.intra_op.allow_spinning", "0")
     so.log_severity_level = 3
+    if profile_prefix is not None:
+        so.enable_profiling = True
+        so.profile_file_prefix = profile_prefix
     return ort.InferenceSession(str(model), so, providers=["CPUExecutionProvider"])
 
 
@@ -307,6 +311,13 @@ def cmd_bench(args) -> int:
         print(p.format(top=args.top or None))
         res["profile"] = {"runs": p.runs, "total_s": p.total,
                           "steps": [{"index": s.index, "node": s.node, "seconds": s.seconds} for s in p.steps]}
+        if res["onnxruntime"] is not None:
+            from onnxc.ort_profile import ort_profile, side_by_side
+
+            op = ort_profile(args.model, feeds, threads, min(n, 1000))
+            print(op.format(top=args.top or None))
+            print(side_by_side(p.steps, op, p.runs, args.top or None))
+            res["ort_profile"] = {"runs": op.runs, "nodes": {k: {"op": o, "seconds": s} for k, (o, s) in op.by_node.items()}}
     if args.json:
         Path(args.json).write_text(json.dumps({"model": str(args.model), "threads": threads,
                                                "compile_s": t, **res}, indent=1))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -257,8 +258,13 @@ def test_cli_bench_with_profile_and_json(tmp_path, capsys):
     assert "profile:" in text and "by operator:" in text and "MatMul" in text
     d = json.loads(out.read_text())
     assert d["threads"] == 1 and d["onnxc"]["runs"] >= 3 and d["ratio"] > 0
-    kernel_steps = [line for line in text.splitlines() if "(outputs '" in line]
+    ours, theirs = text.split("onnxruntime profile:")
+    kernel_steps = [line for line in ours.splitlines() if "(outputs '" in line]
     assert len(kernel_steps) == len(d["profile"]["steps"]) >= 5  # 4 MatMul (+ fused Relu), Softmax
+    # onnxruntime's own per-node profile beside it (onnxc/ort_profile.py), by operator and per node
+    assert re.search(r"\n  MatMul +4 node\(s\) +[0-9.]+ ms/run", theirs)
+    assert "per node, slowest onnxc steps first" in theirs
+    assert sorted(n["op"] for n in d["ort_profile"]["nodes"].values()).count("MatMul") == 4
 
 
 def test_cli_bench_without_onnxruntime_and_errors(tmp_path, capsys):
