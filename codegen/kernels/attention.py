@@ -98,7 +98,7 @@ def fused_attention(ctx: KernelCtx) -> str:
              "{",
              "    float *S = (float *)onnxc_alloc((size_t)(RB * LK) * sizeof(float));",
              "    if (!S) bad = 1;",
-             "#pragma omp for schedule(static)",
+             "#pragma omp for schedule(dynamic, 1)",
              "    for (int64_t t = 0; t < T; t++) {",
              "        if (!S) continue;",
              "        const int64_t i0 = (t % NBLK) * RB, rows = LQ - i0 < RB ? LQ - i0 : RB;",

@@ -25,7 +25,7 @@ from onnxc.ir.dims import is_static
 
 from .base import Operand
 
-PARALLEL_MIN = 1 << 15  # elements below which threads cost more than they save
+PARALLEL_MIN = 1 << 18  # elements below which threads cost more than they save (nncommon.PAR_WORK_MIN)
 
 
 @dataclass

@@ -106,7 +106,7 @@ def matmul(ctx: KernelCtx) -> str:
               "const int inner = M * N * K >= 65536 || NB == 1;",
               "int bad = 0;",
               "#pragma omp parallel for num_threads(rt->threads) if (rt->threads > 1 && !inner) "
-              "reduction(| : bad) schedule(static)",
+              "reduction(| : bad) schedule(dynamic, 1)",
               "for (int64_t bi = 0; bi < NB; bi++) {",
               "    int64_t r = bi, oa = 0, ob = 0, i;"]
     for ax in range(nb - 1, -1, -1):
