@@ -46,8 +46,18 @@ static struct {
     void *ctx;
     int64_t n;
     _Atomic int64_t next;
+    _Atomic int64_t join_at; /* chunks taken when the first worker joined (-1: none yet) */
+    _Atomic int crowd;       /* 0 .. CROWD_MAX: how often recent jobs' workers joined late */
 } P = {PTHREAD_MUTEX_INITIALIZER, 0, 0, {0}, 0, 0, 0, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
-       NULL, NULL, 0, 0};
+       NULL, NULL, 0, 0, -1, 0};
+
+/* Crowding. A job of at least CROWD_JOB_US whose workers all joined after a quarter of its chunks were
+ * taken (or never) counts +2, any other such job -1 (within 0 .. CROWD_MAX); at CROWD_ON or more the pool
+ * says the machine is crowded (onnxc_pool_crowded). A worker spins between the jobs of a run, so on an
+ * idle machine it joins at once; it joins late when it has no core: another process holds it. */
+#define CROWD_JOB_US 200.0
+#define CROWD_MAX 16
+#define CROWD_ON 4
 
 static double now_us(void) {
     struct timespec ts;
@@ -106,6 +116,9 @@ static void *worker(void *arg) {
                                                    memory_order_relaxed))
             continue;
         last = g;
+        int64_t none = -1;
+        atomic_compare_exchange_strong_explicit(&P.join_at, &none, atomic_load_explicit(&P.next, memory_order_relaxed),
+                                                memory_order_relaxed, memory_order_relaxed);
         run_chunks(free_slots); /* slots threads-1 .. 1, one per joined worker */
         atomic_fetch_sub_explicit(&P.state, 1, memory_order_release);
     }
@@ -144,6 +157,8 @@ void onnxc_parallel(int threads, int64_t n, onnxc_task_fn fn, void *ctx) {
     P.ctx = ctx;
     P.n = n;
     atomic_store_explicit(&P.next, 0, memory_order_relaxed);
+    atomic_store_explicit(&P.join_at, -1, memory_order_relaxed);
+    const double t0 = now_us();
     const uint64_t gen = (atomic_load_explicit(&P.state, memory_order_relaxed) >> GEN_SHIFT) + 1; /* odd */
     atomic_store_explicit(&P.state, gen << GEN_SHIFT | (uint64_t)helpers << FREE_SHIFT, memory_order_release);
     atomic_fetch_add(&P.seq, 1);
@@ -160,7 +175,18 @@ void onnxc_parallel(int threads, int64_t n, onnxc_task_fn fn, void *ctx) {
         else sched_yield(); /* a joined worker was descheduled mid-chunk: give it the core */
         s = atomic_load_explicit(&P.state, memory_order_acquire);
     }
+    if (n >= 4 && now_us() - t0 >= CROWD_JOB_US) {
+        const int64_t at = atomic_load_explicit(&P.join_at, memory_order_relaxed);
+        const int c = atomic_load_explicit(&P.crowd, memory_order_relaxed);
+        const int late = at < 0 || at > n / 4;
+        atomic_store_explicit(&P.crowd, late ? (c + 2 < CROWD_MAX ? c + 2 : CROWD_MAX) : (c > 0 ? c - 1 : 0),
+                              memory_order_relaxed);
+    }
     pthread_mutex_unlock(&P.job);
+}
+
+int onnxc_pool_crowded(void) {
+    return atomic_load_explicit(&P.crowd, memory_order_relaxed) >= CROWD_ON;
 }
 
 int onnxc_pool_workers(void) {
@@ -176,6 +202,7 @@ static void pool_in_child(void) {
     P.nworkers = 0;
     atomic_store(&P.state, 0);
     atomic_store(&P.sleepers, 0);
+    atomic_store(&P.crowd, 0);
 }
 
 __attribute__((constructor)) static void pool_register_fork(void) {

@@ -42,6 +42,12 @@ typedef void (*onnxc_task_fn)(void *ctx, int64_t i, int slot);
 /* Run fn(ctx, i, slot) for every i in [0, n) on up to `threads` threads (the caller included). */
 ONNXC_RT_API void onnxc_parallel(int threads, int64_t n, onnxc_task_fn fn, void *ctx);
 
+/* Whether this library's recent jobs found their workers short of a core: they joined late (after a
+ * quarter of the chunks were taken) or not at all, in most jobs of 200 us or more (onnxc_pool.c). Then
+ * another process holds the cores, and a region that must wait for every thread (OpenMP's, in generated
+ * code: onnxc_omp_threads in onnxc_process.h) would wait for a time slice: such regions run on one thread. */
+ONNXC_RT_API int onnxc_pool_crowded(void);
+
 /* Workers started so far by this library's pool (tests). */
 ONNXC_RT_API int onnxc_pool_workers(void);
 

@@ -5,9 +5,13 @@
  *   pool_check concurrent   several threads calling onnxc_parallel at once
  *   pool_check fork         a fork child (after the parent's workers exist) runs jobs with threads
  *   pool_check workers      a job with 3 threads starts 2 workers
+ *   pool_check crowded      pinned to one CPU, the worker cannot join jobs in time: the pool says crowded
  * Prints OK on success; a failure prints what went wrong and exits 1.
  */
+#define _GNU_SOURCE
 #include <pthread.h>
+#include <sched.h>
+#include <time.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -144,6 +148,35 @@ static int workers(void) {
     return 0;
 }
 
+static void spin_task(void *ctx, int64_t i, int slot) {
+    (void)ctx, (void)i, (void)slot;
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    do clock_gettime(CLOCK_MONOTONIC, &b);
+    while ((b.tv_sec - a.tv_sec) * 1000000000L + (b.tv_nsec - a.tv_nsec) < 100000L); /* 100 us */
+}
+
+static int crowded(void) {
+    if (onnxc_pool_crowded()) {
+        printf("crowded before any job\n");
+        return 1;
+    }
+    cpu_set_t one; /* before the first job: the worker made by it inherits the caller's CPU */
+    CPU_ZERO(&one);
+    CPU_SET(sched_getcpu(), &one);
+    if (sched_setaffinity(0, sizeof one, &one) != 0) return printf("sched_setaffinity failed\n"), 1;
+    int hits = 0;
+    for (int rep = 0; rep < 40; rep++) {
+        onnxc_parallel(2, 16, spin_task, NULL); /* 1.6 ms: shorter than a time slice */
+        hits += onnxc_pool_crowded();
+    }
+    if (hits < 20) {
+        printf("crowded after %d of 40 jobs on one CPU (want most)\n", hits);
+        return 1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "";
     int rc = !strcmp(mode, "cover")        ? cover()
@@ -151,6 +184,7 @@ int main(int argc, char **argv) {
              : !strcmp(mode, "concurrent") ? concurrent()
              : !strcmp(mode, "fork")       ? forked()
              : !strcmp(mode, "workers")    ? workers()
+             : !strcmp(mode, "crowded")    ? crowded()
                                            : (printf("unknown mode %s\n", mode), 1);
     if (!rc) printf("OK\n");
     return rc;

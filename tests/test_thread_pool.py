@@ -1,7 +1,8 @@
 """The runtime's own thread pool (runtime_c/onnxc_pool.h) and the kernels that run on it.
 
 - from C (tests/pool_check.c): every chunk index runs once, at most one participant per slot, nested
-  and concurrent calls, a fork child, workers started on demand;
+  and concurrent calls, a fork child, workers started on demand, crowding detected when the workers
+  cannot get a core (then generated OpenMP loops run on one thread: onnxc_omp_threads);
 - from models: GEMM stripes (both directions, shared packing), the generic (double) GEMM, convolution
   paths (rows, im2col, Winograd/implicit) give the same floats at 1, 2 and 3 threads, also while another
   process spins on a core (chunks then run on whichever thread is free), and agree with a reference.
@@ -36,7 +37,7 @@ def pool_check(tmp_path_factory) -> Path:
     return exe
 
 
-@pytest.mark.parametrize("mode", ["cover", "nested", "concurrent", "fork", "workers"])
+@pytest.mark.parametrize("mode", ["cover", "nested", "concurrent", "fork", "workers", "crowded"])
 def test_pool_from_c(pool_check, mode):
     r = subprocess.run([str(pool_check), mode], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and r.stdout.strip().endswith("OK"), r.stdout + r.stderr

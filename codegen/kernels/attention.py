@@ -94,7 +94,7 @@ def fused_attention(ctx: KernelCtx) -> str:
              "const int64_t NBLK = (LQ + RB - 1) / RB, T = NB * NBLK;",
              "int bad = 0;",
              "if (T == 0) return 0;",
-             "#pragma omp parallel num_threads(rt->threads) if (rt->threads > 1 && T > 1) reduction(| : bad)",
+             "#pragma omp parallel num_threads(onnxc_omp_threads(rt)) if (rt->threads > 1 && T > 1) reduction(| : bad)",
              "{",
              "    float *S = (float *)onnxc_alloc((size_t)(RB * LK) * sizeof(float));",
              "    if (!S) bad = 1;",

@@ -107,7 +107,7 @@ PAR_WORK_MIN = 1 << 18
 
 def omp_for(work: str, threshold: int = PAR_WORK_MIN) -> str:
     """An OpenMP parallel-for pragma used when ``work`` (a C expression) exceeds ``threshold``."""
-    return f"#pragma omp parallel for num_threads(rt->threads) if (rt->threads > 1 && ({work}) >= {threshold})"
+    return f"#pragma omp parallel for num_threads(onnxc_omp_threads(rt)) if (rt->threads > 1 && ({work}) >= {threshold})"
 
 
 def prod(dims: list[str]) -> str:

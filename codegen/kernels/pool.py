@@ -99,7 +99,7 @@ def _pool(ctx: KernelCtx, kind: str) -> str:
 
 def omp_parallel(work: str, threshold: int = PAR_WORK_MIN) -> str:
     """An OpenMP parallel-region pragma used when ``work`` (a C expression) exceeds ``threshold``."""
-    return f"#pragma omp parallel num_threads(rt->threads) if (rt->threads > 1 && ({work}) >= {threshold})"
+    return f"#pragma omp parallel num_threads(onnxc_omp_threads(rt)) if (rt->threads > 1 && ({work}) >= {threshold})"
 
 
 @kernel("GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool", types=FLOATS | half.HALF)

@@ -182,7 +182,7 @@ def recurrent(ctx: KernelCtx) -> str:
     else:  # the directions are independent: one thread each, the rest of the threads inside
         lines += ["const int inner = rt->threads > 2 ? rt->threads / 2 : 1;",
                   "int rc = 0;",
-                  "#pragma omp parallel for num_threads(2) if (rt->threads > 1) reduction(| : rc) schedule(static)",
+                  "#pragma omp parallel for num_threads(2) if (onnxc_omp_threads(rt) > 1) reduction(| : rc) schedule(static)",
                   "for (int d = 0; d < 2; d++)",
                   f"    rc |= d == 0 ? {calls[0]} : {calls[1]};"]
     lines += ["free(lens);",

@@ -153,7 +153,7 @@ static int onnxc_resize_separable_{T}(onnxc_rt *rt, const char *who, const {T} *
             return onnxc_fail(rt, ONNXC_ERR_MEMORY, "%s: out of memory for resize weights", who);
         }}
         for (int64_t j = 0; j < nw; j++) wt[j] = ({T})ax[a].w[j];
-        onnxc_resize_pass_{T}(rt->threads, k ? tmp[(k - 1) & 1] : x, k == n - 1 ? y : tmp[k & 1], outer, inner,
+        onnxc_resize_pass_{T}(onnxc_omp_threads(rt), k ? tmp[(k - 1) & 1] : x, k == n - 1 ? y : tmp[k & 1], outer, inner,
                               &ax[a], wt, ev);
         free(wt);
         cur[a] = ax[a].out;
