@@ -48,8 +48,9 @@ static struct {
     _Atomic int64_t next;
     _Atomic int64_t join_at; /* chunks taken when the first worker joined (-1: none yet) */
     _Atomic int crowd;       /* 0 .. CROWD_MAX: how often recent jobs' workers joined late */
+    _Atomic double late_us;  /* when a thread was last seen late */
 } P = {PTHREAD_MUTEX_INITIALIZER, 0, 0, {0}, 0, 0, 0, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
-       NULL, NULL, 0, 0, -1, 0};
+       NULL, NULL, 0, 0, -1, 0, 0};
 
 /* Crowding. A job of at least CROWD_JOB_US whose workers all joined after a quarter of its chunks were
  * taken (or never) counts +2, any other such job -1 (within 0 .. CROWD_MAX); at CROWD_ON or more the pool
@@ -58,6 +59,7 @@ static struct {
 #define CROWD_JOB_US 200.0
 #define CROWD_MAX 16
 #define CROWD_ON 4
+#define CROWD_TTL_US 1e6 /* crowding is forgotten this long after the last late thread */
 
 static double now_us(void) {
     struct timespec ts;
@@ -177,16 +179,21 @@ void onnxc_parallel(int threads, int64_t n, onnxc_task_fn fn, void *ctx) {
     }
     if (n >= 4 && now_us() - t0 >= CROWD_JOB_US) {
         const int64_t at = atomic_load_explicit(&P.join_at, memory_order_relaxed);
-        const int c = atomic_load_explicit(&P.crowd, memory_order_relaxed);
-        const int late = at < 0 || at > n / 4;
-        atomic_store_explicit(&P.crowd, late ? (c + 2 < CROWD_MAX ? c + 2 : CROWD_MAX) : (c > 0 ? c - 1 : 0),
-                              memory_order_relaxed);
+        onnxc_pool_note(at < 0 || at > n / 4);
     }
     pthread_mutex_unlock(&P.job);
 }
 
+void onnxc_pool_note(int late) {
+    const int c = atomic_load_explicit(&P.crowd, memory_order_relaxed); /* racy updates only blur the score */
+    atomic_store_explicit(&P.crowd, late ? (c + 2 < CROWD_MAX ? c + 2 : CROWD_MAX) : (c > 0 ? c - 1 : 0),
+                          memory_order_relaxed);
+    if (late) atomic_store_explicit(&P.late_us, now_us(), memory_order_relaxed);
+}
+
 int onnxc_pool_crowded(void) {
-    return atomic_load_explicit(&P.crowd, memory_order_relaxed) >= CROWD_ON;
+    return atomic_load_explicit(&P.crowd, memory_order_relaxed) >= CROWD_ON &&
+           now_us() - atomic_load_explicit(&P.late_us, memory_order_relaxed) < CROWD_TTL_US;
 }
 
 int onnxc_pool_workers(void) {

@@ -42,11 +42,15 @@ typedef void (*onnxc_task_fn)(void *ctx, int64_t i, int slot);
 /* Run fn(ctx, i, slot) for every i in [0, n) on up to `threads` threads (the caller included). */
 ONNXC_RT_API void onnxc_parallel(int threads, int64_t n, onnxc_task_fn fn, void *ctx);
 
-/* Whether this library's recent jobs found their workers short of a core: they joined late (after a
- * quarter of the chunks were taken) or not at all, in most jobs of 200 us or more (onnxc_pool.c). Then
- * another process holds the cores, and a region that must wait for every thread (OpenMP's, in generated
- * code: onnxc_omp_threads in onnxc_process.h) would wait for a time slice: such regions run on one thread. */
+/* Whether this library's threads were recently short of a core: pool workers joined late (after a quarter
+ * of the chunks were taken) or not at all in most jobs of 200 us or more, or other code noted a late
+ * thread (onnxc_pool_note), within the last second. Then another process holds the cores, and a region
+ * that must wait for every thread (OpenMP's, in generated code: onnxc_omp_threads in onnxc_process.h)
+ * would wait for a time slice: such regions run on one thread. */
 ONNXC_RT_API int onnxc_pool_crowded(void);
+
+/* Record one threaded piece of work whose threads all started in time (late = 0) or not (late = 1). */
+ONNXC_RT_API void onnxc_pool_note(int late);
 
 /* Workers started so far by this library's pool (tests). */
 ONNXC_RT_API int onnxc_pool_workers(void);
