@@ -1,6 +1,6 @@
 """onnxc vs onnxruntime on the benchmark model set (``benchmarks/models.py``), side by side.
 
-    python -m benchmarks.run [--threads 1|2] [--models a,b] [--quick] [--json FILE] [--no-memory]
+    python -m benchmarks.run [--threads 1|2] [--models a,b] [--quick] [--json FILE] [--no-memory] [--busy N]
 
 Per model: onnxc compile time (cold: a fresh cache folder, so the C compiler runs, sharing only the
 runtime library, built once up front and timed on its own line; warm: the same compile again, a
@@ -9,7 +9,8 @@ timed alternately (onnxc, onnxruntime, onnxc, ...) until at least ``--runs`` run
 have passed; the medians, their ratio (onnxc / onnxruntime, lower is better for onnxc), the largest
 output difference relative to the output's magnitude, and the peak memory each engine adds in a child
 process. A model onnxc cannot compile is reported as such and timed with onnxruntime alone. The last
-line is the geometric mean of the ratios.
+line is the geometric mean of the ratios. ``--busy N``: N other CPU-bound processes spin during the
+models' timings (``benchmarks/busy.py``), as on a laptop or a shared server.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ if __package__ in (None, ""):  # run as a script: python benchmarks/run.py
 import numpy as np  # noqa: E402
 
 import onnxc  # noqa: E402
+from benchmarks.busy import BusyLoad  # noqa: E402
 from benchmarks.models import MODELS, make_feeds, model_path  # noqa: E402
 from onnxc.bench import QUICK, Budget, compare, fmt, geomean, peak_memory_mb  # noqa: E402
 from onnxc.codegen.cache import stats as cache_stats  # noqa: E402
@@ -161,6 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tol", type=float, default=1e-3, help="max rel error above which outputs are flagged")
     ap.add_argument("--cache", metavar="DIR", help="where the models are built (default benchmarks/.models)")
     ap.add_argument("--json", metavar="FILE", help="write every number as JSON")
+    ap.add_argument("--busy", type=int, default=0, metavar="N", help="N CPU-bound processes spin meanwhile")
     args = ap.parse_args(argv)
     names = list(MODELS) if not args.models else [n.strip() for n in args.models.split(",") if n.strip()]
     unknown = [n for n in names if n not in MODELS]
@@ -169,8 +172,10 @@ def main(argv: list[str] | None = None) -> int:
     budget = QUICK if args.quick else Budget(min_runs=args.runs, seconds=args.seconds)
     memory = not (args.no_memory or args.quick)
     env = environment(args.threads)
+    env["busy"] = args.busy
     print(f"onnxc vs onnxruntime {env['onnxruntime']}, {args.threads} thread(s), {env['cpu']}, "
-          f"load average {', '.join(f'{x:.1f}' for x in env['load_average'] or ())}", flush=True)
+          + (f"{args.busy} busy process(es), " if args.busy else "")
+          + f"load average {', '.join(f'{x:.1f}' for x in env['load_average'] or ())}", flush=True)
     rows = []
     shared = tempfile.TemporaryDirectory(prefix="onnxc-bench-runtime-")
     runtime = None
@@ -181,6 +186,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  runtime library (built once, shared by the cold compiles): {env['runtime_build_s']:.1f} s",
               flush=True)
         runtime = Path(shared.name) / "runtime"
+    load = BusyLoad(args.busy).start()
     for name in names:
         path = model_path(name, args.cache)
         row = bench_one(name, path, make_feeds(name), args.threads, budget, memory, args.tol, runtime)
@@ -189,6 +195,7 @@ def main(argv: list[str] | None = None) -> int:
         cells = dict(zip(COLUMNS, table_row(row)))
         print("  " + ", ".join(f"{k} {v}" if k != "model" else v for k, v in cells.items() if v and v != "-"),
               flush=True)
+    load.stop()
     print()
     print(format_table(rows))
     if args.json:

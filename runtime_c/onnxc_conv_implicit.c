@@ -2,6 +2,7 @@
  * library): the AVX-512 tile kernel and the driver onnxc_ci_conv. Empty without AVX-512. */
 #include "onnxc_conv_implicit.h"
 #include "onnxc_sgemm_kern.h"
+#include "onnxc_pool.h"
 
 #if ONNXC_CI_AVAILABLE
 /* R rows (4, 8 or 12) of one tile: 32 virtual positions starting at xb (= xp + v0), B row p at
@@ -73,49 +74,68 @@ static inline __attribute__((always_inline)) void onnxc_ci_k512(const int R, int
     }
 }
 
+typedef struct {
+    int64_t M, K, XWs, OH, OW, OP, VP, tiles, per;
+    const float *Ap, *xp;
+    const int64_t *koff;
+    float *Y;
+    const onnxc_sg_epi *epi;
+} onnxc_ci_par;
+
+/* A chunk of tiles, all K slices (so the slices of an output add up in the same order whoever runs them). */
+static void onnxc_ci_task(void *ctx, int64_t chunk, int slot) {
+    (void)slot;
+    const onnxc_ci_par *P = (const onnxc_ci_par *)ctx;
+    const int64_t NR = ONNXC_SG_NR, M = P->M, K = P->K, XWs = P->XWs, OW = P->OW, OP = P->OP, VP = P->VP;
+    const float *Ap = P->Ap, *xp = P->xp;
+    const int64_t *koff = P->koff;
+    float *Y = P->Y;
+    const onnxc_sg_epi *epi = P->epi, *ek = onnxc_sg_epi_in_kernel(epi) ? epi : NULL;
+    const int64_t t0 = chunk * P->per, t1 = t0 + P->per < P->tiles ? t0 + P->per : P->tiles;
+    for (int64_t pc = 0; pc < K; pc += ONNXC_SG_KC) {
+        const int64_t kc = K - pc < ONNXC_SG_KC ? K - pc : ONNXC_SG_KC;
+        const int last = pc + kc >= K;
+        for (int64_t t = t0; t < t1; t++) {
+        const int64_t v0 = t * NR;
+        /* valid lanes: virtual positions below VP whose column is below OW */
+        uint32_t valid = 0;
+        int64_t oh = v0 / XWs, ow = v0 % XWs;
+        for (int l = 0; l < (int)NR && v0 + l < VP; l++) {
+            if (ow < OW) valid |= 1u << l;
+            if (++ow == XWs) {
+                ow = 0;
+                oh++;
+            }
+        }
+        if (!valid) continue;
+        const int f = __builtin_ctz(valid); /* first valid lane: its output position */
+        const int64_t yp = (v0 + f) / XWs * OW + (v0 + f) % XWs;
+        const int full = valid == 0xFFFFFFFFu; /* then the 32 outputs are consecutive */
+        const __mmask16 m0 = (__mmask16)(valid & 0xFFFF), m1 = (__mmask16)(valid >> 16);
+        const int nvalid = __builtin_popcount(valid);
+        const float *xb = xp + v0;
+        for (int64_t ir = 0; ir < M; ir += ONNXC_SG_MR) {
+            const int mr = M - ir < ONNXC_SG_MR ? (int)(M - ir) : (int)ONNXC_SG_MR;
+            const float *a = Ap + ir * K + pc * ONNXC_SG_MR;
+            float *y = Y + ir * OP + yp;
+            const onnxc_sg_epi *e = last ? ek : NULL;
+            if (mr > 8) onnxc_ci_k512(12, kc, a, xb, koff + pc, y, OP, mr, m0, m1, full, pc > 0, e, ir, yp);
+            else if (mr > 4) onnxc_ci_k512(8, kc, a, xb, koff + pc, y, OP, mr, m0, m1, full, pc > 0, e, ir, yp);
+            else onnxc_ci_k512(4, kc, a, xb, koff + pc, y, OP, mr, m0, m1, full, pc > 0, e, ir, yp);
+            if (last && epi && !ek) onnxc_sg_epilogue(epi, y, OP, ir, yp, mr, nvalid);
+        }
+        }
+    }
+}
+
 int onnxc_ci_conv(int threads, int64_t M, int64_t K, const float *Ap, const float *xp, const int64_t *koff,
                   int64_t XWs, int64_t OH, int64_t OW, float *Y, const onnxc_sg_epi *epi) {
     const int64_t NR = ONNXC_SG_NR, OP = OH * OW, VP = OH * XWs, tiles = (VP + NR - 1) / NR;
     if (M <= 0 || OP <= 0) return 0;
-    const int nt = threads > 1 && (double)M * (double)K * (double)OP >= ONNXC_GEMM_PAR_MIN
-                       ? (tiles < threads ? (int)tiles : threads) : 1;
-    const onnxc_sg_epi *ek = onnxc_sg_epi_in_kernel(epi) ? epi : NULL;
-#pragma omp parallel num_threads(nt) if (nt > 1)
-    for (int64_t pc = 0; pc < K; pc += ONNXC_SG_KC) {
-        const int64_t kc = K - pc < ONNXC_SG_KC ? K - pc : ONNXC_SG_KC;
-        const int last = pc + kc >= K;
-#pragma omp for schedule(static)
-        for (int64_t t = 0; t < tiles; t++) {
-            const int64_t v0 = t * NR;
-            /* valid lanes: virtual positions below VP whose column is below OW */
-            uint32_t valid = 0;
-            int64_t oh = v0 / XWs, ow = v0 % XWs;
-            for (int l = 0; l < (int)NR && v0 + l < VP; l++) {
-                if (ow < OW) valid |= 1u << l;
-                if (++ow == XWs) {
-                    ow = 0;
-                    oh++;
-                }
-            }
-            if (!valid) continue;
-            const int f = __builtin_ctz(valid); /* first valid lane: its output position */
-            const int64_t yp = (v0 + f) / XWs * OW + (v0 + f) % XWs;
-            const int full = valid == 0xFFFFFFFFu; /* then the 32 outputs are consecutive */
-            const __mmask16 m0 = (__mmask16)(valid & 0xFFFF), m1 = (__mmask16)(valid >> 16);
-            const int nvalid = __builtin_popcount(valid);
-            const float *xb = xp + v0;
-            for (int64_t ir = 0; ir < M; ir += ONNXC_SG_MR) {
-                const int mr = M - ir < ONNXC_SG_MR ? (int)(M - ir) : (int)ONNXC_SG_MR;
-                const float *a = Ap + ir * K + pc * ONNXC_SG_MR;
-                float *y = Y + ir * OP + yp;
-                const onnxc_sg_epi *e = last ? ek : NULL;
-                if (mr > 8) onnxc_ci_k512(12, kc, a, xb, koff + pc, y, OP, mr, m0, m1, full, pc > 0, e, ir, yp);
-                else if (mr > 4) onnxc_ci_k512(8, kc, a, xb, koff + pc, y, OP, mr, m0, m1, full, pc > 0, e, ir, yp);
-                else onnxc_ci_k512(4, kc, a, xb, koff + pc, y, OP, mr, m0, m1, full, pc > 0, e, ir, yp);
-                if (last && epi && !ek) onnxc_sg_epilogue(epi, y, OP, ir, yp, mr, nvalid);
-            }
-        }
-    }
+    int64_t n = onnxc_chunks(threads, (double)M * (double)K * (double)OP, ONNXC_GEMM_PAR_MIN);
+    if (n > tiles) n = tiles;
+    onnxc_ci_par P = {M, K, XWs, OH, OW, OP, VP, tiles, (tiles + n - 1) / n, Ap, xp, koff, Y, epi};
+    onnxc_parallel(threads, (tiles + P.per - 1) / P.per, onnxc_ci_task, &P);
     return 0;
 }
 

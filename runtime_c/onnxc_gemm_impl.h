@@ -10,6 +10,10 @@
 #define NR_ ONNXC_GEMM_NR
 #define MR_ ONNXC_GEMM_MR
 
+#include <stdatomic.h>
+
+#include "onnxc_pool.h"
+
 /* Naive reference: C = alpha * op(A) op(B) + beta * C, accumulating in the element type. */
 ONNXC_GEMM_LINK int ONNXC_GEMM_FN(gemm_ref)(int transA, int transB, int64_t M, int64_t N, int64_t K, T_ alpha,
                                           const T_ *A, int64_t lda, const T_ *B, int64_t ldb, T_ beta,
@@ -167,6 +171,52 @@ static inline void ONNXC_GEMM_FN(gemm_blocked)(int transA, int transB, int64_t M
     }
 }
 
+/* Arguments of gemm_row's chunks (onnxc_pool.h). */
+typedef struct {
+    int transB;
+    int64_t N, K, incx, ldb, incy;
+    T_ alpha, beta;
+    const T_ *x, *B;
+    T_ *y;
+} ONNXC_GEMM_FN(row_par);
+
+static void ONNXC_GEMM_FN(row_task)(void *ctx, int64_t ch, int slot) {
+    (void)slot;
+    const ONNXC_GEMM_FN(row_par) *P = (const ONNXC_GEMM_FN(row_par) *)ctx;
+    enum { CH = 512, LN = 128 / sizeof(T_) };
+    const int transB = P->transB;
+    const int64_t N = P->N, K = P->K, incx = P->incx, ldb = P->ldb, incy = P->incy;
+    const T_ alpha = P->alpha, beta = P->beta, *x = P->x, *B = P->B;
+    T_ *y = P->y;
+    int64_t j0 = ch * CH, n = N - j0 < CH ? N - j0 : CH;
+    T_ acc[CH];
+    if (transB) {
+        for (int64_t j = 0; j < n; j++) {
+            const T_ *b = B + (j0 + j) * ldb;
+            T_ part[LN] = {0}; /* vertical partial sums: vectorizes without reassociation */
+            int64_t p = 0;
+            for (; p + LN <= K; p += LN) {
+#pragma omp simd
+                for (int l = 0; l < LN; l++) part[l] += x[p + l] * b[p + l];
+            }
+            T_ s = 0;
+            for (; p < K; p++) s += x[p] * b[p];
+            for (int l = 0; l < LN; l++) s += part[l];
+            acc[j] = s;
+        }
+    } else {
+        for (int64_t j = 0; j < n; j++) acc[j] = 0;
+        for (int64_t p = 0; p < K; p++) {
+            const T_ xp = x[p * incx];
+            const T_ *b = B + p * ldb + j0;
+#pragma omp simd
+            for (int64_t j = 0; j < n; j++) acc[j] += xp * b[j];
+        }
+    }
+    for (int64_t j = 0; j < n; j++)
+        y[(j0 + j) * incy] = beta == 0 ? alpha * acc[j] : alpha * acc[j] + beta * y[(j0 + j) * incy];
+}
+
 /* Row vector times matrix: y[j * incy] = alpha * sum_p x[p * incx] op(B)[p][j] + beta * y[j * incy]. */
 static inline int ONNXC_GEMM_FN(gemm_row)(int threads, int transB, int64_t N, int64_t K, T_ alpha,
                                           const T_ *x, int64_t incx, const T_ *B, int64_t ldb, T_ beta, T_ *y,
@@ -181,37 +231,8 @@ static inline int ONNXC_GEMM_FN(gemm_row)(int threads, int transB, int64_t N, in
         x = xc;
         incx = 1;
     }
-    int nt = (threads > 1 && N * K >= ONNXC_GEMM_PAR_MIN) ? threads : 1;
-#pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)
-    for (int64_t ch = 0; ch < nchunks; ch++) {
-        int64_t j0 = ch * CH, n = N - j0 < CH ? N - j0 : CH;
-        T_ acc[CH];
-        if (transB) {
-            for (int64_t j = 0; j < n; j++) {
-                const T_ *b = B + (j0 + j) * ldb;
-                T_ part[LN] = {0}; /* vertical partial sums: vectorizes without reassociation */
-                int64_t p = 0;
-                for (; p + LN <= K; p += LN) {
-#pragma omp simd
-                    for (int l = 0; l < LN; l++) part[l] += x[p + l] * b[p + l];
-                }
-                T_ s = 0;
-                for (; p < K; p++) s += x[p] * b[p];
-                for (int l = 0; l < LN; l++) s += part[l];
-                acc[j] = s;
-            }
-        } else {
-            for (int64_t j = 0; j < n; j++) acc[j] = 0;
-            for (int64_t p = 0; p < K; p++) {
-                const T_ xp = x[p * incx];
-                const T_ *b = B + p * ldb + j0;
-#pragma omp simd
-                for (int64_t j = 0; j < n; j++) acc[j] += xp * b[j];
-            }
-        }
-        for (int64_t j = 0; j < n; j++)
-            y[(j0 + j) * incy] = beta == 0 ? alpha * acc[j] : alpha * acc[j] + beta * y[(j0 + j) * incy];
-    }
+    const ONNXC_GEMM_FN(row_par) P = {transB, N, K, incx, ldb, incy, alpha, beta, x, B, y};
+    onnxc_parallel(N * K >= 2 * ONNXC_GEMM_PAR_MIN ? threads : 1, nchunks, ONNXC_GEMM_FN(row_task), (void *)&P);
     free(xc);
     return 0;
 }
@@ -231,6 +252,39 @@ static inline void ONNXC_GEMM_FN(gemm_small)(int transA, int transB, int64_t M, 
             for (int64_t j = 0; j < N; j++) c[j] += a * b[j * sbj];
         }
     }
+}
+
+/* Arguments of gemm's stripes (onnxc_pool.h); packing buffers per slot, made on first use. */
+typedef struct {
+    int transA, transB, along_n;
+    int64_t M, N, K, lda, ldb, ldc, per, unit, lim, mcap, ncap, kc;
+    T_ alpha, beta;
+    const T_ *A, *B;
+    T_ *C;
+    _Atomic int status;
+    T_ *Ap[ONNXC_POOL_MAX], *Bp[ONNXC_POOL_MAX];
+} ONNXC_GEMM_FN(blk_par);
+
+static void ONNXC_GEMM_FN(blk_task)(void *ctx, int64_t c, int slot) {
+    ONNXC_GEMM_FN(blk_par) *P = (ONNXC_GEMM_FN(blk_par) *)ctx;
+    int64_t lo = c * P->per * P->unit, hi = (c + 1) * P->per * P->unit;
+    if (hi > P->lim) hi = P->lim;
+    if (lo >= hi) return;
+    if (!P->Ap[slot]) P->Ap[slot] = (T_ *)onnxc_alloc((size_t)(P->mcap * P->kc) * sizeof(T_));
+    if (!P->Bp[slot]) P->Bp[slot] = (T_ *)onnxc_alloc((size_t)(P->ncap * P->kc) * sizeof(T_));
+    T_ *Ap = P->Ap[slot], *Bp = P->Bp[slot];
+    if (!Ap || !Bp) {
+        atomic_store_explicit(&P->status, ONNXC_ERR_MEMORY, memory_order_relaxed);
+        return;
+    }
+    const int transA = P->transA, transB = P->transB;
+    const int64_t lda = P->lda, ldb = P->ldb, ldc = P->ldc;
+    if (P->along_n)
+        ONNXC_GEMM_FN(gemm_blocked)(transA, transB, P->M, hi - lo, P->K, P->alpha, P->A, lda,
+                                    transB ? P->B + lo * ldb : P->B + lo, ldb, P->beta, P->C + lo, ldc, Ap, Bp);
+    else
+        ONNXC_GEMM_FN(gemm_blocked)(transA, transB, hi - lo, P->N, P->K, P->alpha, transA ? P->A + lo : P->A + lo * lda,
+                                    lda, P->B, ldb, P->beta, P->C + lo * ldc, ldc, Ap, Bp);
 }
 
 /* C = alpha * op(A) op(B) + beta * C; see onnxc_gemm.h. */
@@ -267,27 +321,14 @@ ONNXC_GEMM_LINK int ONNXC_GEMM_FN(gemm)(int threads, int transA, int transB, int
     ncap = ncap < ONNXC_GEMM_NC ? ncap : ONNXC_GEMM_NC;
     mcap = (mcap + MR_ - 1) / MR_ * MR_;
     ncap = (ncap + NR_ - 1) / NR_ * NR_;
-    int status = 0;
-#pragma omp parallel num_threads(nt) if (nt > 1) reduction(| : status)
-    {
-        T_ *Ap = (T_ *)onnxc_alloc((size_t)(mcap * kc) * sizeof(T_));
-        T_ *Bp = (T_ *)onnxc_alloc((size_t)(ncap * kc) * sizeof(T_));
-        if (!Ap || !Bp) status |= ONNXC_ERR_MEMORY;
-#pragma omp for schedule(dynamic, 1)
-        for (int64_t c = 0; c < nch; c++) {
-            int64_t lo = c * per * unit, hi = (c + 1) * per * unit;
-            if (hi > lim) hi = lim;
-            if (lo >= hi || !Ap || !Bp) continue;
-            if (along_n)
-                ONNXC_GEMM_FN(gemm_blocked)(transA, transB, M, hi - lo, K, alpha, A, lda,
-                                            transB ? B + lo * ldb : B + lo, ldb, beta, C + lo, ldc, Ap, Bp);
-            else
-                ONNXC_GEMM_FN(gemm_blocked)(transA, transB, hi - lo, N, K, alpha, transA ? A + lo : A + lo * lda,
-                                            lda, B, ldb, beta, C + lo * ldc, ldc, Ap, Bp);
-        }
-        free(Ap);
-        free(Bp);
+    ONNXC_GEMM_FN(blk_par) P = {transA, transB, along_n, M, N, K, lda, ldb, ldc, per, unit, lim, mcap, ncap, kc,
+                                alpha, beta, A, B, C, 0, {NULL}, {NULL}};
+    onnxc_parallel(nt, nch, ONNXC_GEMM_FN(blk_task), &P);
+    for (int i = 0; i < ONNXC_POOL_MAX; i++) {
+        free(P.Ap[i]);
+        free(P.Bp[i]);
     }
+    const int status = P.status;
     return status ? ONNXC_ERR_MEMORY : 0;
 }
 

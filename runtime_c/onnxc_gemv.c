@@ -2,6 +2,7 @@
  * instruction-set vector macros, the register tiles for every row count and panel width, the panel walk
  * and the threaded driver. */
 #include "onnxc_gemv.h"
+#include "onnxc_pool.h"
 
 #ifndef ONNXC_GV_KC
 #define ONNXC_GV_KC 256  /* K slice when the rows take several groups */
@@ -197,6 +198,28 @@ static inline void onnxc_gv_panels(int64_t p0, int64_t p1, int64_t M, int64_t N,
     }
 }
 
+/* Arguments of onnxc_gemv's chunks (pairs of panels). */
+typedef struct {
+    int64_t M, N, K, np;
+    float alpha, beta;
+    const float *A;
+    int64_t lda;
+    const float *Bp, *C;
+    int64_t csi, csj;
+    const float *R;
+    int act;
+    float act_a, act_b;
+    float *Y;
+    int64_t ldy;
+} onnxc_gv_par;
+
+static void onnxc_gv_task(void *ctx, int64_t ch, int slot) {
+    (void)slot;
+    const onnxc_gv_par *P = (const onnxc_gv_par *)ctx;
+    onnxc_gv_panels(2 * ch, 2 * ch + 2 < P->np ? 2 * ch + 2 : P->np, P->M, P->N, P->K, P->alpha, P->A, P->lda, P->Bp,
+                    P->beta, P->C, P->csi, P->csj, P->R, P->act, P->act_a, P->act_b, P->Y, P->ldy);
+}
+
 /* See onnxc_gemv.h. */
 void onnxc_gemv(int threads, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                 const float *Bp, float beta, const float *C, int64_t csi, int64_t csj, const float *R, int act,
@@ -209,12 +232,9 @@ void onnxc_gemv(int threads, int64_t M, int64_t N, int64_t K, float alpha, const
         onnxc_gv_panels(0, np, M, N, K, alpha, A, lda, Bp, beta, C, csi, csj, R, act, act_a, act_b, Y, ldy);
         return;
     }
-    /* pairs of panels handed out dynamically: a thread that starts late (a busy machine) takes fewer */
-    const int64_t nch = (np + 1) / 2;
-#pragma omp parallel for num_threads(nt) schedule(dynamic, 1)
-    for (int64_t ch = 0; ch < nch; ch++)
-        onnxc_gv_panels(2 * ch, 2 * ch + 2 < np ? 2 * ch + 2 : np, M, N, K, alpha, A, lda, Bp, beta, C, csi, csj, R,
-                        act, act_a, act_b, Y, ldy);
+    /* pairs of panels taken dynamically (onnxc_pool.h): a thread that starts late (a busy machine) takes fewer */
+    const onnxc_gv_par P = {M, N, K, np, alpha, beta, A, lda, Bp, C, csi, csj, R, act, act_a, act_b, Y, ldy};
+    onnxc_parallel(nt, (np + 1) / 2, onnxc_gv_task, (void *)&P);
 }
 
 /* The naive reference (B unpacked, K x N row-major), for tests. */

@@ -26,6 +26,7 @@
 #include <pthread.h>
 
 #include "onnxc.h"
+#include "onnxc_pool.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -41,6 +42,13 @@ extern ONNXC_RT_API pthread_t onnxc_fork_thread;
 static inline int onnxc_run_threads(int threads) {
     if (__builtin_expect(onnxc_fork_one_thread, 0) && pthread_equal(pthread_self(), onnxc_fork_thread)) return 1;
     return threads;
+}
+
+/* The team size of an OpenMP region of generated code (num_threads): the run's threads, or 1 while the
+ * runtime's pool finds the machine crowded (onnxc_pool_crowded): an OpenMP region ends when its slowest
+ * thread does, a time slice when that thread's core is taken. */
+static inline int onnxc_omp_threads(const onnxc_rt *rt) {
+    return rt->threads > 1 && onnxc_pool_crowded() ? 1 : rt->threads;
 }
 
 /* A counter nobody increments: the cancel counter of runs that cannot be cancelled. */

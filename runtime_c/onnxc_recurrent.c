@@ -1,6 +1,7 @@
 /* onnxc_recurrent.c: the panel products, the step barrier and the LSTM gate math of onnxc_recurrent.h
  * (compiled once into the runtime library). */
 #include "onnxc_recurrent.h"
+#include "onnxc_pool.h"
 #if defined(__unix__) || defined(__APPLE__)
 #include <sched.h>
 #include <unistd.h>
@@ -18,8 +19,10 @@ int onnxc_rnn_bar_wait(onnxc_rnn_bar *b, int n) {
     const int g = atomic_load_explicit(&b->gen, memory_order_acquire);
     if (atomic_fetch_add_explicit(&b->count, 1, memory_order_acq_rel) == n - 1) {
         atomic_store_explicit(&b->count, 0, memory_order_relaxed);
-        if (atomic_load_explicit(&b->slow, memory_order_relaxed))
+        if (atomic_load_explicit(&b->slow, memory_order_relaxed) && !atomic_load_explicit(&b->serial, memory_order_relaxed)) {
             atomic_store_explicit(&b->serial, 1, memory_order_relaxed);
+            onnxc_pool_note(1); /* a thread had no core: later runs' OpenMP regions take one (onnxc_omp_threads) */
+        }
         atomic_store_explicit(&b->gen, g + 1, memory_order_release);
         return atomic_load_explicit(&b->serial, memory_order_relaxed);
     }

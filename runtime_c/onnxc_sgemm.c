@@ -2,6 +2,9 @@
 #include "onnxc_gemm_tune.h"
 #include "onnxc_gemm.h"
 #include "onnxc_sgemm_kern.h"
+#include "onnxc_pool.h"
+
+#include <stdatomic.h>
 
 /* the portable float GEMM (onnxc_sx*): vectors and tiny products take it */
 #define ONNXC_GEMM_T float
@@ -116,18 +119,27 @@ static inline void onnxc_sg_panel_piece(float *restrict d, const float *s, int64
  * row k = (c, kd, kh, kw) of the column matrix of a 3-D convolution (2-D and 1-D with size-1 axes) on
  * the input planes x (Cg planes of ID x IH x IW) with kernel, strides, dilations and leading pads given
  * per axis; zeros where the window reads padding, and in the padding columns of the last panel. */
-void onnxc_sg_im2col_packed(int threads, const float *x, int64_t ID, int64_t IH, int64_t IW,
-                                          int64_t OH, int64_t OW, const int64_t *kdim, const int64_t *stride,
-                                          const int64_t *dil, const int64_t *pad, int64_t KG, int64_t j0,
-                                          int64_t ncol, float *restrict colp) {
+typedef struct {
+    const float *x;
+    int64_t ID, IH, IW, OH, OW, KG, j0, ncol, per;
+    const int64_t *kdim, *stride, *dil, *pad;
+    float *colp;
+} onnxc_sg_im2col_par;
+
+static void onnxc_sg_im2col_task(void *ctx, int64_t chunk, int slot) {
+    (void)slot;
+    const onnxc_sg_im2col_par *P = (const onnxc_sg_im2col_par *)ctx;
+    const float *x = P->x;
+    const int64_t ID = P->ID, IH = P->IH, IW = P->IW, OH = P->OH, OW = P->OW, KG = P->KG, j0 = P->j0, ncol = P->ncol;
+    const int64_t *kdim = P->kdim, *stride = P->stride, *dil = P->dil, *pad = P->pad;
+    float *restrict colp = P->colp;
     const int64_t KD = kdim[0], KH = kdim[1], KW = kdim[2], KK = KD * KH * KW, IP = ID * IH * IW;
     const int64_t SD = stride[0], SH = stride[1], SW = stride[2], DD = dil[0], DH = dil[1], DW = dil[2];
     const int64_t PD = pad[0], PH = pad[1], PW = pad[2], PS = KG * ONNXC_SG_NR; /* PS: panel stride */
     const int64_t ncolp = (ncol + ONNXC_SG_NR - 1) / ONNXC_SG_NR * ONNXC_SG_NR;
     const int64_t rfirst = j0 / OW, rlast = (j0 + ncol - 1) / OW;
-    const int nt = threads > 1 && KG * ncol >= (1 << 16) ? threads : 1;
-#pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)
-    for (int64_t k = 0; k < KG; k++) {
+    const int64_t k1 = (chunk + 1) * P->per < KG ? (chunk + 1) * P->per : KG;
+    for (int64_t k = chunk * P->per; k < k1; k++) {
         const int64_t c = k / KK, kk = k % KK;
         const int64_t kd = kk / (KH * KW), kh = (kk / KW) % KH, kw = kk % KW;
         const float *xc = x + c * IP;
@@ -160,6 +172,15 @@ void onnxc_sg_im2col_packed(int threads, const float *x, int64_t ID, int64_t IH,
         if (ncolp > ncol) /* zero columns past the chunk in its last panel */
             onnxc_sg_panel_piece(dk + ncol / ONNXC_SG_NR * PS, xc, 1, (int)(ncol % ONNXC_SG_NR), ONNXC_SG_NR, 0, 0);
     }
+}
+
+void onnxc_sg_im2col_packed(int threads, const float *x, int64_t ID, int64_t IH, int64_t IW,
+                                          int64_t OH, int64_t OW, const int64_t *kdim, const int64_t *stride,
+                                          const int64_t *dil, const int64_t *pad, int64_t KG, int64_t j0,
+                                          int64_t ncol, float *restrict colp) {
+    const int64_t n = onnxc_chunks(threads, (double)KG * (double)ncol, 1 << 16);
+    onnxc_sg_im2col_par P = {x, ID, IH, IW, OH, OW, KG, j0, ncol, (KG + n - 1) / n, kdim, stride, dil, pad, colp};
+    onnxc_parallel(threads, (KG + P.per - 1) / P.per, onnxc_sg_im2col_task, &P);
 }
 
 /* Apply the epilogue to the mr x nr block of C at global position (i0, j0). */
@@ -323,6 +344,53 @@ static inline void onnxc_sg_gemv_packed_a(int64_t M, int64_t K, float alpha, con
     }
 }
 
+/* The threaded part of onnxc_sgemm_ex: the shared operand's panels, then the stripes (onnxc_pool.h). */
+typedef struct {
+    const onnxc_sg_job *J;
+    int along_n;
+    int64_t M, N, K, lda, ldb;
+    int fa, fb;
+    const float *A, *B;
+    float *shared;           /* the operand all stripes share, packed once (NULL: none) */
+    int64_t npanels, group;  /* its panels, and how many a packing chunk holds */
+    int64_t per, unit, lim;  /* a stripe: per panels of unit rows / columns, up to lim */
+    int64_t mcap, ncap, kc;  /* packing buffers of a stripe */
+    _Atomic int status;
+    float *Ab[ONNXC_POOL_MAX], *Bb[ONNXC_POOL_MAX]; /* per slot, made on first use */
+} onnxc_sg_par;
+
+static void onnxc_sg_pack_task(void *ctx, int64_t c, int slot) {
+    (void)slot;
+    onnxc_sg_par *P = (onnxc_sg_par *)ctx;
+    const int64_t q1 = (c + 1) * P->group < P->npanels ? (c + 1) * P->group : P->npanels;
+    for (int64_t q = c * P->group; q < q1; q++) {
+        if (P->along_n) {
+            const int64_t i0 = q * ONNXC_SG_MR;
+            onnxc_sg_pack_a(P->fa, P->fa ? P->A + i0 : P->A + i0 * P->lda, P->lda,
+                            P->M - i0 < ONNXC_SG_MR ? P->M - i0 : ONNXC_SG_MR, P->K, P->shared + i0 * P->K);
+        } else {
+            const int64_t j0 = q * ONNXC_SG_NR;
+            onnxc_sg_pack_b(P->fb, P->fb ? P->B + j0 * P->ldb : P->B + j0, P->ldb, P->K,
+                            P->N - j0 < ONNXC_SG_NR ? P->N - j0 : ONNXC_SG_NR, P->shared + j0 * P->K);
+        }
+    }
+}
+
+static void onnxc_sg_stripe_task(void *ctx, int64_t s, int slot) {
+    onnxc_sg_par *P = (onnxc_sg_par *)ctx;
+    const onnxc_sg_job *J = P->J;
+    const int64_t lo = s * P->per * P->unit, hi = (s + 1) * P->per * P->unit < P->lim ? (s + 1) * P->per * P->unit : P->lim;
+    if (lo >= hi) return;
+    if (J->fa != ONNXC_SG_PACKED && !P->Ab[slot]) P->Ab[slot] = (float *)onnxc_alloc((size_t)(P->mcap * P->kc) * sizeof(float));
+    if (J->fb != ONNXC_SG_PACKED && !P->Bb[slot]) P->Bb[slot] = (float *)onnxc_alloc((size_t)(P->ncap * P->kc) * sizeof(float));
+    if ((J->fa != ONNXC_SG_PACKED && !P->Ab[slot]) || (J->fb != ONNXC_SG_PACKED && !P->Bb[slot])) {
+        atomic_store_explicit(&P->status, ONNXC_ERR_MEMORY, memory_order_relaxed);
+        return;
+    }
+    if (P->along_n) onnxc_sg_stripe(J, 0, P->M, lo, hi, P->Ab[slot], P->Bb[slot]);
+    else onnxc_sg_stripe(J, lo, hi, 0, P->N, P->Ab[slot], P->Bb[slot]);
+}
+
 /* See the top of this file. */
 int onnxc_sgemm_ex(int threads, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                           int fa, const float *B, int64_t ldb, int fb, float beta, float *C, int64_t ldc,
@@ -378,36 +446,19 @@ int onnxc_sgemm_ex(int threads, int64_t M, int64_t N, int64_t K, float alpha, co
         ncap = ncap < ONNXC_SG_NC ? ncap : ONNXC_SG_NC;
         mcap = (mcap + ONNXC_SG_MR - 1) / ONNXC_SG_MR * ONNXC_SG_MR;
         ncap = (ncap + ONNXC_SG_NR - 1) / ONNXC_SG_NR * ONNXC_SG_NR;
-#pragma omp parallel num_threads(nt) if (nt > 1) reduction(| : status)
-        {
-            if (shared) { /* whole panels (K x 12 of A, K x 32 of B) in the layout of a pre-packed operand */
-#pragma omp for schedule(static)
-                for (int64_t q = 0; q < (along_n ? mblk : nblk); q++) {
-                    if (along_n) {
-                        const int64_t i0 = q * ONNXC_SG_MR;
-                        onnxc_sg_pack_a(fa, fa ? A + i0 : A + i0 * lda, lda, M - i0 < ONNXC_SG_MR ? M - i0 : ONNXC_SG_MR,
-                                        K, shared + i0 * K);
-                    } else {
-                        const int64_t j0 = q * ONNXC_SG_NR;
-                        onnxc_sg_pack_b(fb, fb ? B + j0 * ldb : B + j0, ldb, K, N - j0 < ONNXC_SG_NR ? N - j0 : ONNXC_SG_NR,
-                                        shared + j0 * K);
-                    }
-                }
-            }
-            float *Ab = J.fa == ONNXC_SG_PACKED ? NULL : (float *)onnxc_alloc((size_t)(mcap * kc) * sizeof(float));
-            float *Bb = J.fb == ONNXC_SG_PACKED ? NULL : (float *)onnxc_alloc((size_t)(ncap * kc) * sizeof(float));
-            const int ok = (Ab || J.fa == ONNXC_SG_PACKED) && (Bb || J.fb == ONNXC_SG_PACKED);
-            if (!ok) status |= ONNXC_ERR_MEMORY;
-#pragma omp for schedule(dynamic, 1)
-            for (int64_t s = 0; s < nch; s++) {
-                const int64_t lo = s * per * unit, hi = (s + 1) * per * unit < lim ? (s + 1) * per * unit : lim;
-                if (lo >= hi || !ok) continue;
-                if (along_n) onnxc_sg_stripe(&J, 0, M, lo, hi, Ab, Bb);
-                else onnxc_sg_stripe(&J, lo, hi, 0, N, Ab, Bb);
-            }
-            free(Ab);
-            free(Bb);
+        onnxc_sg_par P = {&J, along_n, M, N, K, lda, ldb, fa, fb, A, B, shared, along_n ? mblk : nblk, 1, per, unit,
+                          lim, mcap, ncap, kc, 0, {NULL}, {NULL}};
+        if (shared) { /* whole panels (K x 12 of A, K x 32 of B) in the layout of a pre-packed operand */
+            const int64_t pch = onnxc_chunks(nt, (double)P.npanels, 1.0);
+            P.group = (P.npanels + pch - 1) / pch;
+            onnxc_parallel(nt, (P.npanels + P.group - 1) / P.group, onnxc_sg_pack_task, &P);
         }
+        onnxc_parallel(nt, nch, onnxc_sg_stripe_task, &P);
+        for (int i = 0; i < ONNXC_POOL_MAX; i++) {
+            free(P.Ab[i]);
+            free(P.Bb[i]);
+        }
+        status = P.status;
         free(shared);
         return status ? ONNXC_ERR_MEMORY : 0;
     }
@@ -439,80 +490,102 @@ int onnxc_sgemm_ref(int transA, int transB, int64_t M, int64_t N, int64_t K, flo
  * k = (c, kd, kh, kw).
  * Output positions go in tiles of 32; a tile is a few row segments, and its K slice of B is built with
  * one fixed 32-float copy per segment and tap (each overwriting the previous one's overrun; no bounds
- * logic: the padding is in xp) into an L1-sized panel shared by all row panels of A. Threads split the
- * tiles of each K slice. */
+ * logic: the padding is in xp) into an L1-sized panel shared by all row panels of A. Threads take chunks of
+ * tiles (all K slices of a tile in one chunk, so the slices of an output add up in the same order whoever runs
+ * them). */
+typedef struct {
+    int64_t M, K, XH, XW, OD, OH, OW, SD, SH, SW, OP, tiles, per;
+    const float *Ap, *xp;
+    const int64_t *koff;
+    float *Y;
+    const onnxc_sg_epi *epi;
+    _Atomic int status;
+    float *bp[ONNXC_POOL_MAX]; /* per slot: one panel of KC x 32, plus the overrun of the last row's copies */
+} onnxc_sg_rows_par;
+
+static void onnxc_sg_conv_rows_task(void *ctx, int64_t chunk, int slot) {
+    onnxc_sg_rows_par *P = (onnxc_sg_rows_par *)ctx;
+    const int64_t M = P->M, K = P->K, XH = P->XH, XW = P->XW, OH = P->OH, OW = P->OW, SD = P->SD, SH = P->SH;
+    const int64_t SW = P->SW, OP = P->OP;
+    const float *Ap = P->Ap, *xp = P->xp;
+    const int64_t *koff = P->koff;
+    float *Y = P->Y;
+    const onnxc_sg_epi *epi = P->epi;
+    if (!P->bp[slot]) P->bp[slot] = (float *)onnxc_alloc((size_t)(ONNXC_SG_KC + 1) * ONNXC_SG_NR * sizeof(float));
+    float *bp = P->bp[slot];
+    if (!bp) {
+        atomic_store_explicit(&P->status, ONNXC_ERR_MEMORY, memory_order_relaxed);
+        return;
+    }
+    const int64_t t0 = chunk * P->per, t1 = t0 + P->per < P->tiles ? t0 + P->per : P->tiles;
+    for (int64_t pc = 0; pc < K; pc += ONNXC_SG_KC) {
+        const int64_t kc = K - pc < ONNXC_SG_KC ? K - pc : ONNXC_SG_KC;
+        const int last = pc + kc >= K;
+        int first = 1;
+        for (int64_t t = t0; t < t1; t++) {
+            const int64_t j0 = t * ONNXC_SG_NR;
+            const int nr = OP - j0 < ONNXC_SG_NR ? (int)(OP - j0) : ONNXC_SG_NR;
+            int64_t so[ONNXC_SG_NR]; /* segment sources in xp (before koff) */
+            int dof[ONNXC_SG_NR], ns = 0;
+            for (int64_t j = j0; j < j0 + nr; ns++) {
+                const int64_t r = j / OW, ow = j % OW, od = r / OH, oh = r % OH;
+                so[ns] = (od * SD * XH + oh * SH) * XW + ow * SW;
+                dof[ns] = (int)(j - j0);
+                j += OW - ow;
+            }
+            for (int64_t p = 0; p < kc; p++) {
+                const float *src = xp + koff[pc + p];
+                float *d = bp + p * ONNXC_SG_NR;
+                if (SW == 1) {
+                    for (int q = 0; q < ns; q++) {
+                        const float *sq = src + so[q];
+                        float *dq = d + dof[q];
+#pragma omp simd
+                        for (int l = 0; l < ONNXC_SG_NR; l++) dq[l] = sq[l];
+                    }
+                } else {
+                    for (int q = 0; q < ns; q++) {
+                        const float *sq = src + so[q];
+                        float *dq = d + dof[q];
+#pragma omp simd
+                        for (int l = 0; l < ONNXC_SG_NR; l++) dq[l] = sq[2 * l];
+                    }
+                }
+            }
+            float *y = Y + j0;
+            for (int64_t ir = 0; ir < M; ir += ONNXC_SG_MR) {
+                const int mr = M - ir < ONNXC_SG_MR ? (int)(M - ir) : ONNXC_SG_MR;
+                float *c = y + ir * OP;
+                if (last) onnxc_sg_epi_prefetch(epi, ir, j0 + ONNXC_SG_NR, mr, nr);
+                /* the thread's first tile of a slice reads the filter from memory: request the next panel */
+                const float *pf = NULL;
+                if (first) {
+                    if (ir + ONNXC_SG_MR < M) pf = Ap + (ir + ONNXC_SG_MR) * K + pc * ONNXC_SG_MR;
+                    else if (pc + kc < K) pf = Ap + (pc + kc) * ONNXC_SG_MR;
+                }
+                const onnxc_sg_epi *ek = last && onnxc_sg_epi_in_kernel(epi) ? epi : NULL;
+                onnxc_sg_micro_x(kc, Ap + ir * K + pc * ONNXC_SG_MR, bp, c, OP, mr, nr, 1.0f,
+                                 pc == 0 ? 0.0f : 1.0f, pf, ONNXC_SG_MR, ek, ir, j0);
+                if (last && epi && !ek) onnxc_sg_epilogue(epi, c, OP, ir, j0, mr, nr);
+            }
+            first = 0;
+        }
+    }
+}
+
 int onnxc_sg_conv_rows(int threads, int64_t M, int64_t K, const float *Ap, const float *xp,
                                      const int64_t *koff, int64_t XH, int64_t XW, int64_t OD, int64_t OH,
                                      int64_t OW, int64_t SD, int64_t SH, int64_t SW, float *Y,
                                      const onnxc_sg_epi *epi) {
     const int64_t OP = OD * OH * OW, tiles = (OP + ONNXC_SG_NR - 1) / ONNXC_SG_NR;
     if (M <= 0 || tiles <= 0) return 0;
-    const int nt = threads > 1 && (double)M * (double)K * (double)OP >= ONNXC_GEMM_PAR_MIN
-                       ? (tiles < threads ? (int)tiles : threads) : 1;
-    int status = 0;
-#pragma omp parallel num_threads(nt) if (nt > 1) reduction(| : status)
-    {
-        /* one panel of KC x 32, plus the overrun of the last row's copies */
-        float *bp = (float *)onnxc_alloc((size_t)(ONNXC_SG_KC + 1) * ONNXC_SG_NR * sizeof(float));
-        if (!bp) status |= ONNXC_ERR_MEMORY;
-        for (int64_t pc = 0; pc < K; pc += ONNXC_SG_KC) {
-            const int64_t kc = K - pc < ONNXC_SG_KC ? K - pc : ONNXC_SG_KC;
-            const int last = pc + kc >= K;
-            int first = 1;
-#pragma omp for schedule(static)
-            for (int64_t t = 0; t < tiles; t++) {
-                if (!bp) continue;
-                const int64_t j0 = t * ONNXC_SG_NR;
-                const int nr = OP - j0 < ONNXC_SG_NR ? (int)(OP - j0) : ONNXC_SG_NR;
-                int64_t so[ONNXC_SG_NR]; /* segment sources in xp (before koff) */
-                int dof[ONNXC_SG_NR], ns = 0;
-                for (int64_t j = j0; j < j0 + nr; ns++) {
-                    const int64_t r = j / OW, ow = j % OW, od = r / OH, oh = r % OH;
-                    so[ns] = (od * SD * XH + oh * SH) * XW + ow * SW;
-                    dof[ns] = (int)(j - j0);
-                    j += OW - ow;
-                }
-                for (int64_t p = 0; p < kc; p++) {
-                    const float *src = xp + koff[pc + p];
-                    float *d = bp + p * ONNXC_SG_NR;
-                    if (SW == 1) {
-                        for (int q = 0; q < ns; q++) {
-                            const float *sq = src + so[q];
-                            float *dq = d + dof[q];
-#pragma omp simd
-                            for (int l = 0; l < ONNXC_SG_NR; l++) dq[l] = sq[l];
-                        }
-                    } else {
-                        for (int q = 0; q < ns; q++) {
-                            const float *sq = src + so[q];
-                            float *dq = d + dof[q];
-#pragma omp simd
-                            for (int l = 0; l < ONNXC_SG_NR; l++) dq[l] = sq[2 * l];
-                        }
-                    }
-                }
-                float *y = Y + j0;
-                for (int64_t ir = 0; ir < M; ir += ONNXC_SG_MR) {
-                    const int mr = M - ir < ONNXC_SG_MR ? (int)(M - ir) : ONNXC_SG_MR;
-                    float *c = y + ir * OP;
-                    if (last) onnxc_sg_epi_prefetch(epi, ir, j0 + ONNXC_SG_NR, mr, nr);
-                    /* the thread's first tile of a slice reads the filter from memory: request the next panel */
-                    const float *pf = NULL;
-                    if (first) {
-                        if (ir + ONNXC_SG_MR < M) pf = Ap + (ir + ONNXC_SG_MR) * K + pc * ONNXC_SG_MR;
-                        else if (pc + kc < K) pf = Ap + (pc + kc) * ONNXC_SG_MR;
-                    }
-                    const onnxc_sg_epi *ek = last && onnxc_sg_epi_in_kernel(epi) ? epi : NULL;
-                    onnxc_sg_micro_x(kc, Ap + ir * K + pc * ONNXC_SG_MR, bp, c, OP, mr, nr, 1.0f,
-                                     pc == 0 ? 0.0f : 1.0f, pf, ONNXC_SG_MR, ek, ir, j0);
-                    if (last && epi && !ek) onnxc_sg_epilogue(epi, c, OP, ir, j0, mr, nr);
-                }
-                first = 0;
-            }
-        }
-        free(bp);
-    }
-    return status ? ONNXC_ERR_MEMORY : 0;
+    const int64_t nch = onnxc_chunks(threads, (double)M * (double)K * (double)OP, ONNXC_GEMM_PAR_MIN);
+    onnxc_sg_rows_par P = {M, K, XH, XW, OD, OH, OW, SD, SH, SW, OP, tiles, 0, Ap, xp, koff, Y, epi, 0, {NULL}};
+    const int64_t n = nch < tiles ? nch : tiles;
+    P.per = (tiles + n - 1) / n;
+    onnxc_parallel(threads, (tiles + P.per - 1) / P.per, onnxc_sg_conv_rows_task, &P);
+    for (int i = 0; i < ONNXC_POOL_MAX; i++) free(P.bp[i]);
+    return P.status ? ONNXC_ERR_MEMORY : 0;
 }
 
 /* Zero-padded copy of Cg input planes (ID x IH x IW, leading pads PD, PH, PW) into planes of XD x XH x XW

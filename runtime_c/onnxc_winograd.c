@@ -1,6 +1,7 @@
 /* onnxc_winograd.c: the implementation of onnxc_winograd.h (compiled once into the runtime library). */
 #include "onnxc_winograd.h"
 #include "onnxc_act.h"
+#include "onnxc_pool.h"
 
 #define ONNXC_WINO_L ONNXC_SG_NR /* tiles transformed together: one packed B panel */
 
@@ -153,6 +154,48 @@ static inline void onnxc_wino_output(const float *m, int64_t ps, const onnxc_win
     }
 }
 
+/* One block of tiles of onnxc_wino_conv, in three parallel phases (onnxc_pool.h): input transforms, the 36
+ * products, output transforms; a chunk of a transform phase is qin / qout consecutive (panel, channel) items. */
+typedef struct {
+    const float *U;
+    float *y, *xp, *V, *P;
+    const onnxc_sg_epi *epi;
+    int64_t t0, T, TH, TW, C, M, XP, XW, OH, OW, PA, np, Tp, vs, ms, qin, qout;
+} onnxc_wino_par;
+
+static void onnxc_wino_in_task(void *ctx, int64_t chunk, int slot) {
+    (void)slot;
+    const onnxc_wino_par *W = (const onnxc_wino_par *)ctx;
+    const int64_t C = W->C, q1 = (chunk + 1) * W->qin < W->np * C ? (chunk + 1) * W->qin : W->np * C;
+    onnxc_wino_tiles tl;
+    int64_t at = -1; /* the panel tl describes */
+    for (int64_t q = chunk * W->qin; q < q1; q++) {
+        const int64_t pan = q / C, c = q % C;
+        if (pan != at) onnxc_wino_locate(W->t0 + pan * ONNXC_WINO_L, W->T, W->TH, W->TW, C * W->XP, W->XW, &tl), at = pan;
+        onnxc_wino_input(W->xp + c * W->XP, W->XW, &tl, W->V + pan * C * ONNXC_WINO_L + c * ONNXC_WINO_L, W->vs);
+    }
+}
+
+static void onnxc_wino_gemm_task(void *ctx, int64_t p, int slot) {
+    (void)slot;
+    const onnxc_wino_par *W = (const onnxc_wino_par *)ctx;
+    onnxc_sgemm_ex(1, W->M, W->Tp, W->C, 1.0f, W->U + p * W->PA, 0, ONNXC_SG_PACKED, W->V + p * W->vs, 0,
+                   ONNXC_SG_PACKED_B_HOT, 0.0f, W->P + p * W->ms, W->Tp, NULL);
+}
+
+static void onnxc_wino_out_task(void *ctx, int64_t chunk, int slot) {
+    (void)slot;
+    const onnxc_wino_par *W = (const onnxc_wino_par *)ctx;
+    const int64_t M = W->M, q1 = (chunk + 1) * W->qout < W->np * M ? (chunk + 1) * W->qout : W->np * M;
+    onnxc_wino_tiles tl;
+    int64_t at = -1;
+    for (int64_t q = chunk * W->qout; q < q1; q++) {
+        const int64_t pan = q / M, co = q % M;
+        if (pan != at) onnxc_wino_locate(W->t0 + pan * ONNXC_WINO_L, W->T, W->TH, W->TW, W->C * W->XP, W->XW, &tl), at = pan;
+        onnxc_wino_output(W->P + co * W->Tp + pan * ONNXC_WINO_L, W->ms, &tl, M, co, W->OH, W->OW, W->epi, W->y);
+    }
+}
+
 /* See onnxc_winograd.h. */
 int onnxc_wino_conv(int threads, const float *x, const float *U, float *y, int64_t N, int64_t C, int64_t IH,
                     int64_t IW, int64_t M, int64_t OH, int64_t OW, int64_t PH, int64_t PW, const onnxc_sg_epi *epi,
@@ -177,28 +220,12 @@ int onnxc_wino_conv(int threads, const float *x, const float *U, float *y, int64
     for (int64_t t0 = 0; t0 < T; t0 += TB) {
         const int64_t np = ((T - t0 < TB ? T - t0 : TB) + ONNXC_WINO_L - 1) / ONNXC_WINO_L, Tp = np * ONNXC_WINO_L;
         const int64_t vs = C * Tp, ms = M * Tp; /* point strides of V and P */
-#pragma omp parallel num_threads(threads) if (threads > 1)
-        {
-            onnxc_wino_tiles tl;
-            int64_t at = -1; /* the panel tl describes */
-#pragma omp for schedule(static)
-            for (int64_t q = 0; q < np * C; q++) {
-                const int64_t pan = q / C, c = q % C;
-                if (pan != at) onnxc_wino_locate(t0 + pan * ONNXC_WINO_L, T, TH, TW, C * XP, XW, &tl), at = pan;
-                onnxc_wino_input(xp + c * XP, XW, &tl, V + pan * C * ONNXC_WINO_L + c * ONNXC_WINO_L, vs);
-            }
-#pragma omp for schedule(dynamic, 1)
-            for (int p = 0; p < 36; p++)
-                onnxc_sgemm_ex(1, M, Tp, C, 1.0f, U + p * PA, 0, ONNXC_SG_PACKED, V + p * vs, 0, ONNXC_SG_PACKED_B_HOT, 0.0f,
-                               P + p * ms, Tp, NULL);
-            at = -1;
-#pragma omp for schedule(static)
-            for (int64_t q = 0; q < np * M; q++) {
-                const int64_t pan = q / M, co = q % M;
-                if (pan != at) onnxc_wino_locate(t0 + pan * ONNXC_WINO_L, T, TH, TW, C * XP, XW, &tl), at = pan;
-                onnxc_wino_output(P + co * Tp + pan * ONNXC_WINO_L, ms, &tl, M, co, OH, OW, epi, y);
-            }
-        }
+        const int64_t nin = onnxc_chunks(threads, (double)(np * C), 1.0), nout = onnxc_chunks(threads, (double)(np * M), 1.0);
+        const onnxc_wino_par W = {U, y, xp, V, P, epi, t0, T, TH, TW, C, M, XP, XW, OH, OW, PA, np, Tp, vs, ms,
+                                  (np * C + nin - 1) / nin, (np * M + nout - 1) / nout};
+        onnxc_parallel(threads, (np * C + W.qin - 1) / W.qin, onnxc_wino_in_task, (void *)&W);
+        onnxc_parallel(threads, 36, onnxc_wino_gemm_task, (void *)&W);
+        onnxc_parallel(threads, (np * M + W.qout - 1) / W.qout, onnxc_wino_out_task, (void *)&W);
     }
     free(xp);
     free(V);

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import re
 import subprocess
 import sys
@@ -298,3 +299,28 @@ def test_report_targets_table_from_measurements():
     assert "| peak memory <= onnxruntime's, 1 thread(s) | 1/2 models; above: mlp 30/20 MB | no |" in text
     assert "| ResNet-50 cached re-compile <= 0.5 s | 0.20 s | yes |" in text
     assert "(105%) | yes |" in text and "2.50 µs (onnxruntime 8.00 µs) | yes |" in text
+
+
+def test_report_busy_rows():
+    report = importlib.import_module("benchmarks.report")
+    busy = {"geomean_ratio": 1.2, "models": [{"model": "bert", "ratio": 1.7}, {"model": "mlp", "ratio": 0.8}]}
+    text = "\n".join(report.targets({}, None, None, busy))
+    assert "| geomean ratio, 2 threads, one busy process <= 1.0 | 1.200 | no |" in text
+    assert "| no model above 1.5, 2 threads, one busy process | max 1.70 (bert) | no |" in text
+
+
+def test_busy_load_spins_and_stops():
+    import time
+
+    from benchmarks.busy import BusyLoad
+
+    def cpu_s(pid: int) -> float:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    with BusyLoad(1) as load:
+        p, = load.procs
+        c0 = cpu_s(p.pid)
+        time.sleep(1.5)
+        assert cpu_s(p.pid) - c0 > 0.05  # it burns CPU (a share of a core, small on a crowded machine)
+    assert p.poll() is not None and not load.procs

@@ -116,7 +116,7 @@ def conv(ctx: KernelCtx) -> str:
     one = lit(1.0, dt)
     beta = one if bias else lit(0.0, dt)
     vals = dict(
-        common, mode=mode, col_budget=COL_BUDGET, omp_rows=omp_for("KG * ncol", 1 << 16),
+        common, mode=mode, col_budget=COL_BUDGET, omp_rows=omp_for("KG * ncol"),
         gemm_pointwise=_gemm_stmt(ctx, dt, "0", "Mg", "OP", "Cg", one, "a", "Cg", "b", "IP", beta, "y", "OP"),
         gemm_im2col=gemm_expr(ctx, dt, "0", "0", "Mg", "ncol", "KG", one, "a", "KG", "col", "ncol", beta, "y",
                               "OP"),
@@ -191,7 +191,7 @@ def conv_transpose(ctx: KernelCtx) -> str:
     geo = _geometry(ctx, win, x.dims[2:], y.dims[2:])
     vals = dict(
         geo, T=dt.c, N=x.dims[0], C=x.dims[1], M=str(mg * g), G=str(g), Cg=str(c // g), Mg=str(mg), bias=bias,
-        col_budget=COL_BUDGET, omp_m=omp_for("Mg * KK * ncol", 1 << 16),
+        col_budget=COL_BUDGET, omp_m=omp_for("Mg * KK * ncol"),
         gemm=gemm_expr(ctx, dt, "1", "0", "MK", "ncol", "Cg", lit(1.0, dt), "a", "MK", "b", "IP",
                        lit(0.0, dt), "col", "ncol"),
     )

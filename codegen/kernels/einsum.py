@@ -23,7 +23,7 @@ from onnxc.passes.shapes.einsum import EINSUM_TYPES, EinsumSpec, einsum_spec
 from . import dynshape as ds
 from . import half
 from .base import KernelCtx, kernel
-from .nncommon import gemm_expr, lit
+from .nncommon import PAR_WORK_MIN, gemm_expr, lit
 
 GEMM_TYPES = frozenset({DType.FLOAT, DType.DOUBLE, DType.FLOAT16, DType.BFLOAT16})
 
@@ -124,7 +124,7 @@ def _loop_nest(ctx: KernelCtx, spec: EinsumSpec, size: dict[str, str], st: _Stri
     yv = "s" if dt.is_float else f"({dt.c})s"
     body.append(f"out0[y_{len(out)}] = {half.store(dt, yv)};")
     work = _prod([size[lab] for lab in out + summed])
-    pragma = (f"#pragma omp parallel for num_threads(rt->threads) if (rt->threads > 1 && ({work}) >= 32768)"
+    pragma = (f"#pragma omp parallel for num_threads(onnxc_omp_threads(rt)) if (rt->threads > 1 && ({work}) >= {PAR_WORK_MIN})"
               if out else None)
     ptrs = [(f"a{k}", {lab: st.get(k, lab) for lab in out}) for k in range(nin)] + [("y", _contiguous(out, size))]
     head = [f"const int64_t {p}_0 = 0;" for p in [f"a{k}" for k in range(nin)] + ["y"]]
@@ -204,7 +204,7 @@ def _gemm(ctx: KernelCtx, spec: EinsumSpec, size: dict[str, str], st: _Strides, 
                      f"{b} + bi * Kt * Nt", ldb, lit(0.0, cdt), f"{c} + bi * Mt * Nt", "Nt",
                      threads="inner ? rt->threads : 1")
     lines += ["const int inner = Mt * Nt * Kt >= 65536 || Bt == 1;", "int bad = 0;",
-              "#pragma omp parallel for num_threads(rt->threads) if (rt->threads > 1 && !inner) "
+              "#pragma omp parallel for num_threads(onnxc_omp_threads(rt)) if (rt->threads > 1 && !inner) "
               "reduction(| : bad) schedule(static)",
               "for (int64_t bi = 0; bi < Bt; bi++) bad |= " + call + ";"]
     if not out_direct:  # scatter [batch, M, N] to the output's label order

@@ -25,7 +25,7 @@ from onnxc.ir.dims import is_static
 
 from .base import Operand
 
-PARALLEL_MIN = 1 << 15  # elements below which threads cost more than they save
+PARALLEL_MIN = 1 << 18  # elements below which threads cost more than they save (nncommon.PAR_WORK_MIN)
 
 
 @dataclass
@@ -110,8 +110,8 @@ def _parallel(out: Operand, threads: int) -> str | None:
         n = 1
         for d in out.shape:
             n *= d
-        return "#pragma omp parallel for{} num_threads(rt->threads)" if n >= PARALLEL_MIN else None
-    return f"#pragma omp parallel for{{}} if (({out.numel()}) >= {PARALLEL_MIN}) num_threads(rt->threads)"
+        return "#pragma omp parallel for{} num_threads(onnxc_omp_threads(rt))" if n >= PARALLEL_MIN else None
+    return f"#pragma omp parallel for{{}} if (({out.numel()}) >= {PARALLEL_MIN}) num_threads(onnxc_omp_threads(rt))"
 
 
 def broadcast_loop(out: Operand, ins: list[Operand], expr: str, out_expr_cast: str | None = None, *,

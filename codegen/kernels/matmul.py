@@ -105,8 +105,8 @@ def matmul(ctx: KernelCtx) -> str:
     lines += [f"const int64_t NB = {prod(odims)};",
               "const int inner = M * N * K >= 65536 || NB == 1;",
               "int bad = 0;",
-              "#pragma omp parallel for num_threads(rt->threads) if (rt->threads > 1 && !inner) "
-              "reduction(| : bad) schedule(static)",
+              "#pragma omp parallel for num_threads(onnxc_omp_threads(rt)) if (rt->threads > 1 && !inner) "
+              "reduction(| : bad) schedule(dynamic, 1)",
               "for (int64_t bi = 0; bi < NB; bi++) {",
               "    int64_t r = bi, oa = 0, ob = 0, i;"]
     for ax in range(nb - 1, -1, -1):

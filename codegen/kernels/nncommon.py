@@ -95,9 +95,19 @@ def gemm_call(ctx: KernelCtx, dt: DType, *args: str, threads: str = "rt->threads
             "return onnxc_fail(rt, ONNXC_ERR_MEMORY, \"out of memory in GEMM\");")
 
 
-def omp_for(work: str, threshold: int = 32768) -> str:
+# Work (elements, or multiply-adds: a few nanoseconds each on one core) below which a generated loop runs on
+# one thread. An OpenMP region costs a few microseconds on an idle machine, but when another process holds
+# a core it ends when its descheduled worker gets a time slice (milliseconds): measured at 2 threads with
+# one busy process, BERT's LayerNormalization (98304 elements) went from 0.27 ms per run on one thread to
+# 22 ms, GlobalAveragePool from 0.01 to 4.5 ms. 1 << 18 is about 0.1-1 ms of work: below it the second
+# thread saves less than a region risks. (The GEMM and convolution kernels of the runtime use the runtime's
+# own pool instead, which never waits for a late worker: runtime_c/onnxc_pool.h.)
+PAR_WORK_MIN = 1 << 18
+
+
+def omp_for(work: str, threshold: int = PAR_WORK_MIN) -> str:
     """An OpenMP parallel-for pragma used when ``work`` (a C expression) exceeds ``threshold``."""
-    return f"#pragma omp parallel for num_threads(rt->threads) if (rt->threads > 1 && ({work}) >= {threshold})"
+    return f"#pragma omp parallel for num_threads(onnxc_omp_threads(rt)) if (rt->threads > 1 && ({work}) >= {threshold})"
 
 
 def prod(dims: list[str]) -> str:

@@ -23,7 +23,7 @@ from ..templating import render
 from . import half
 from .base import KernelCtx, kernel
 from .conv import _as3
-from .nncommon import FLOATS, lit, mfn, omp_for, prod
+from .nncommon import FLOATS, PAR_WORK_MIN, lit, mfn, omp_for, prod
 
 MAXPOOL_TYPES = FLOATS | {DType.INT8, DType.UINT8}
 _LOWEST = {DType.FLOAT: "-INFINITY", DType.DOUBLE: "-INFINITY", DType.INT8: "INT8_MIN", DType.UINT8: "0"}
@@ -97,9 +97,9 @@ def _pool(ctx: KernelCtx, kind: str) -> str:
     return render("pool.c.j2", **vals)
 
 
-def omp_parallel(work: str, threshold: int = 32768) -> str:
+def omp_parallel(work: str, threshold: int = PAR_WORK_MIN) -> str:
     """An OpenMP parallel-region pragma used when ``work`` (a C expression) exceeds ``threshold``."""
-    return f"#pragma omp parallel num_threads(rt->threads) if (rt->threads > 1 && ({work}) >= {threshold})"
+    return f"#pragma omp parallel num_threads(onnxc_omp_threads(rt)) if (rt->threads > 1 && ({work}) >= {threshold})"
 
 
 @kernel("GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool", types=FLOATS | half.HALF)

@@ -111,13 +111,13 @@ def _nest(ctx: KernelCtx, lay: QLayout, params: list[str], elem: str) -> str:
     body = f"out0[e] = {elem.replace('xv', 'in0[e]')};"
     lines = _checks(ctx, lay)
     if lay.kind == "tensor":
-        lines += [f"const int64_t n = {x.numel()};", decl("0"), omp_for("n", 1 << 16),
+        lines += [f"const int64_t n = {x.numel()};", decl("0"), omp_for("n"),
                   "for (int64_t e = 0; e < n; e++) " + body]
         return "\n".join(lines + ["return 0;"])
     dims = x.dims
     outer, mid, inner = prod(dims[:lay.axis]), dims[lay.axis], prod(dims[lay.axis + 1:])
     lines += [f"const int64_t O = {outer}, A = {mid}, I = {inner};", "(void)O;",
-              omp_for("O * A * I", 1 << 16),
+              omp_for("O * A * I"),
               "for (int64_t oa = 0; oa < O * A; oa++) {",
               "    const int64_t a = oa % A, base = oa * I;"]
     if lay.kind == "axis":

@@ -123,7 +123,7 @@ def loop_nest(ctx: KernelCtx, blks: list[tuple[bool, Dim]], body: Body, work: Di
         pad = "    " * k
         if k == 0 and work is not None and not red and not (isinstance(work, int) and work < PAR_MIN):
             cond = "" if isinstance(work, int) else f" if (({ctx.dim(work)}) >= {PAR_MIN})"
-            lines.append(f"#pragma omp parallel for{cond} num_threads(rt->threads)")
+            lines.append(f"#pragma omp parallel for{cond} num_threads(onnxc_omp_threads(rt))")
         lines.append(f"{pad}for (int64_t i{k} = 0; i{k} < e{k}; i{k}++) {{")
         lines.append(f"{pad}    const int64_t a{k} = {f'a{k - 1} * e{k} + ' if a_prev else ''}i{k};")
         a_prev = f"a{k}"

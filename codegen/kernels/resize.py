@@ -54,7 +54,7 @@ static void onnxc_resize_pass_{T}(int threads, const {T} *restrict src, {T} *res
     const int64_t *restrict idx = ax->idx;
     (void)threads;
     if (inner == 1) {{ /* the innermost axis: one dot product per output element */
-        #pragma omp parallel for num_threads(threads) if (threads > 1 && outer * n_out * taps >= 65536)
+        #pragma omp parallel for num_threads(threads) if (threads > 1 && outer * n_out * taps >= 262144) /* nncommon.PAR_WORK_MIN */
         for (int64_t b = 0; b < outer; b++) {{
             const {T} *restrict s = src + b * n_in;
             {T} *restrict d = dst + b * n_out;
@@ -80,7 +80,7 @@ static void onnxc_resize_pass_{T}(int threads, const {T} *restrict src, {T} *res
         return;
     }}
     const int64_t rows = outer * n_out; /* otherwise: weighted sums of whole input rows */
-    #pragma omp parallel for num_threads(threads) if (threads > 1 && rows * inner * taps >= 65536)
+    #pragma omp parallel for num_threads(threads) if (threads > 1 && rows * inner * taps >= 262144) /* nncommon.PAR_WORK_MIN */
     for (int64_t bo = 0; bo < rows; bo++) {{
         const int64_t b = bo / n_out, o = bo - b * n_out;
         const {T} *restrict s = src + b * n_in * inner;
@@ -153,7 +153,7 @@ static int onnxc_resize_separable_{T}(onnxc_rt *rt, const char *who, const {T} *
             return onnxc_fail(rt, ONNXC_ERR_MEMORY, "%s: out of memory for resize weights", who);
         }}
         for (int64_t j = 0; j < nw; j++) wt[j] = ({T})ax[a].w[j];
-        onnxc_resize_pass_{T}(rt->threads, k ? tmp[(k - 1) & 1] : x, k == n - 1 ? y : tmp[k & 1], outer, inner,
+        onnxc_resize_pass_{T}(onnxc_omp_threads(rt), k ? tmp[(k - 1) & 1] : x, k == n - 1 ? y : tmp[k & 1], outer, inner,
                               &ax[a], wt, ev);
         free(wt);
         cur[a] = ax[a].out;

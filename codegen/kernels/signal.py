@@ -26,6 +26,7 @@ from onnxc.passes.shapes.signal import MEL_TYPES, dft_axis
 from . import dynshape as ds
 from . import half
 from .base import KernelCtx, kernel
+from .nncommon import PAR_WORK_MIN
 from .typesets import ALL_FLOATS
 
 HEADER = '#include "onnxc_signal.h"'
@@ -68,7 +69,7 @@ def _lines_loop(ctx: KernelCtx, ct: str, sfx: str, n: str, lines: str, work: str
     the plan's scratch per thread; ``plan`` must be initialized."""
     return [
         "int bad = 0;",
-        f"#pragma omp parallel num_threads(rt->threads) if (rt->threads > 1 && ({work}) >= 32768) reduction(| : bad)",
+        f"#pragma omp parallel num_threads(onnxc_omp_threads(rt)) if (rt->threads > 1 && ({work}) >= {PAR_WORK_MIN}) reduction(| : bad)",
         "{",
         f"    {ct} *z = onnxc_alloc((size_t)(2 * ({n}) + onnxc_fft_scratch_{sfx}(&plan)) * sizeof({ct}));",
         "    if (!z) bad = 1;",

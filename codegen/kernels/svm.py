@@ -138,7 +138,7 @@ def _rows(ctx: KernelCtx, spec: SvmSpec, dscratch: str, fscratch: str, body: lis
              f"features, the model expects {spec.n_features}\", {who}, (long long)f_);",
              "int bad_ = 0;"]
     if par:
-        lines.append("#pragma omp parallel num_threads(rt->threads) if (n_ >= 32) reduction(| : bad_)")
+        lines.append("#pragma omp parallel num_threads(onnxc_omp_threads(rt)) if (n_ >= 32) reduction(| : bad_)")
     lines += ["{", f"double *ws_ = (double *)onnxc_alloc({dscratch} * sizeof(double));",
               f"float *fs_ = (float *)onnxc_alloc({fscratch} * sizeof(float));", "if (!ws_ || !fs_) bad_ = 1;"]
     if par:

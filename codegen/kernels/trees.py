@@ -236,7 +236,7 @@ def walk_rows(ctx: KernelCtx, f: Forest, nt: int, agg: int, finish: list[str], t
                      f"feature {max(f.feature)}, but the input has %lld features\", {who}, (long long)f_);")
     init = "0.0" if agg in (0, 1) and not track else "NAN"  # NaN marks a target no leaf reached
     if ctx.threads > 1:  # rows are independent; trees make each one costly
-        lines.append("#pragma omp parallel for schedule(dynamic, 16) if (n_ >= 64) num_threads(rt->threads)")
+        lines.append("#pragma omp parallel for schedule(dynamic, 16) if (n_ >= 64) num_threads(onnxc_omp_threads(rt))")
     lines += ["for (int64_t r = 0; r < n_; r++) {", f"double acc[{max(nt, 1)}];",
               f"const {x.ctype} *restrict row = in0 + r * f_;",
               f"for (int64_t j = 0; j < {nt}; j++) acc[j] = {init};",

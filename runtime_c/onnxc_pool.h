@@ -1,0 +1,70 @@
+/* onnxc_pool.h: the runtime's own worker threads, for kernels whose work splits into independent chunks.
+ *
+ *   onnxc_parallel(threads, n, fn, ctx);   // fn(ctx, i, slot) for every i in [0, n), then returns
+ *
+ * The calling thread and up to threads - 1 workers take chunk indices from one shared atomic counter,
+ * so whoever runs takes the work: a worker whose core is taken by another process (a busy machine)
+ * simply takes fewer chunks, and one that has not woken by the time the chunks run out is not waited
+ * for at all. The caller waits only for the workers that are inside a chunk. OpenMP differs here: a
+ * parallel region ends at a barrier every thread of the team must reach, so a descheduled worker
+ * costs the whole region a scheduler time slice (milliseconds), once per region.
+ *
+ * `slot` names the participant: 0 for the caller, 1 .. threads - 1 for the workers that joined; at
+ * most one participant holds a slot during a call, so per-slot scratch buffers need no lock. Which
+ * chunk runs on which slot varies from call to call: results must not depend on it (each chunk writes
+ * its own outputs, computed the same way whoever runs it; that keeps them bit-identical across thread
+ * counts).
+ *
+ * Workers are made on first use (per model library: the runtime is linked into each), spin for about
+ * ONNXC_POOL_SPIN_US microseconds after a job, waiting for the next one (the regions of one model run
+ * follow each other closely), then sleep on a condition variable; an idle process keeps no core busy.
+ * One job runs at a time per library: a call made while another is running (another thread's model
+ * run, or a chunk calling onnxc_parallel: nested) runs its chunks on the calling thread alone.
+ * Workers block every signal. After fork() the child has none of the parent's workers: a pthread_atfork
+ * child handler resets the pool and the child's first job makes new ones.
+ */
+#ifndef ONNXC_POOL_H
+#define ONNXC_POOL_H
+
+#include "onnxc.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#ifndef ONNXC_POOL_SPIN_US
+#define ONNXC_POOL_SPIN_US 300
+#endif
+#define ONNXC_POOL_MAX 64 /* most threads of one job (the caller included) */
+
+typedef void (*onnxc_task_fn)(void *ctx, int64_t i, int slot);
+
+/* Run fn(ctx, i, slot) for every i in [0, n) on up to `threads` threads (the caller included). */
+ONNXC_RT_API void onnxc_parallel(int threads, int64_t n, onnxc_task_fn fn, void *ctx);
+
+/* Whether this library's threads were recently short of a core: pool workers joined late (after a quarter
+ * of the chunks were taken) or not at all in most jobs of 200 us or more, or other code noted a late
+ * thread (onnxc_pool_note), within the last second. Then another process holds the cores, and a region
+ * that must wait for every thread (OpenMP's, in generated code: onnxc_omp_threads in onnxc_process.h)
+ * would wait for a time slice: such regions run on one thread. */
+ONNXC_RT_API int onnxc_pool_crowded(void);
+
+/* Record one threaded piece of work whose threads all started in time (late = 0) or not (late = 1). */
+ONNXC_RT_API void onnxc_pool_note(int late);
+
+/* Workers started so far by this library's pool (tests). */
+ONNXC_RT_API int onnxc_pool_workers(void);
+
+/* The number of chunks worth splitting `work` units into, for `threads` threads, when a chunk should
+ * hold at least `grain` units: 1 (run on the caller alone) when the work is below two grains, else up to
+ * 4 chunks per thread, so threads that start late or run slower take fewer of them. */
+static inline int64_t onnxc_chunks(int threads, double work, double grain) {
+    if (threads <= 1 || work < 2 * grain) return 1;
+    const double c = work / grain, most = 4.0 * threads;
+    return c < most ? (int64_t)c : (int64_t)most;
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ONNXC_POOL_H */
