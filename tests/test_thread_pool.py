@@ -99,9 +99,10 @@ CASES = {
 
 
 @pytest.mark.parametrize("case", list(CASES))
-def test_same_floats_at_every_thread_count_on_a_busy_machine(case, busy):
+def test_same_floats_at_every_thread_count_on_a_busy_machine(case, busy, monkeypatch):
     model, feeds, want = CASES[case]()
-    if "Winograd" in case:
+    if "Winograd" in case:  # one Conv cannot afford the 4x filter within the weight budget: lift it
+        monkeypatch.setenv("ONNXC_WEIGHT_GROWTH", "inf")
         assert "onnxc_wino_conv(" in onnxc.compile(model, threads=2).c_source
     got = {t: onnxc.compile(model, threads=t).run(feeds)["y"] for t in (1, 2, 3)}
     tol = 1e-10 if want.dtype == np.float64 and got[1].dtype == np.float64 else 2e-4
