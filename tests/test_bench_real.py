@@ -1,8 +1,8 @@
-"""The real-model suite (benchmarks/real, benchmarks/real_suite.py, benchmarks/real_chart.py).
+"""The real-model suite (benchmarks/real, benchmarks/real_suite.py, benchmarks/real_report.py).
 
 Without torch: the suite's plumbing on a model written with the onnx helper (rows grouped by family,
 failures as rows, the JSON) and the harness's comparison of ZipMap outputs. With torch (the bench
-extra, skipped otherwise): two of the smallest exported models, one per exporter, run through the suite.
+extra, skipped otherwise): the smallest model, exported by both exporters, run through the suite.
 Never asserts a time or a ratio.
 """
 
@@ -94,30 +94,38 @@ def test_every_model_has_a_known_family_and_two_sizes(real):
         assert m.family in fams and len(m.sizes) == 2 and m.sizes[0] == 1 < m.sizes[1]
 
 
-def test_chart_writes_a_png(real, tmp_path):
+def test_report_writes_a_png_and_a_table(real, tmp_path):
     pytest.importorskip("matplotlib")
-    chart = importlib.import_module("benchmarks.real_chart")
-    rows = [{"model": "a@b1", "family": "CNN", "status": "ok", "ratio": 0.8},
-            {"model": "b@b1", "family": "decoder", "status": "onnxc failed", "ratio": None}]
+    rep = importlib.import_module("benchmarks.real_report")
+    rows = [{"model": "a@b1", "family": "CNN", "status": "ok", "ratio": 0.8, "max_rel_err": 1e-7,
+             "onnxc": {"median_ms": 0.8}, "onnxruntime": {"median_ms": 1.0}},
+            {"model": "b@b1", "family": "decoder", "status": "onnxc failed", "error": "UnsupportedOpError: X",
+             "ratio": None}]
+    fams = [{"family": "CNN", "rows": 1, "timed": 1, "geomean": 0.8}, {"family": "decoder", "rows": 1, "timed": 0,
+                                                                        "geomean": None}]
     files = []
     for threads in (1, 2):
         f = tmp_path / f"t{threads}.json"
-        f.write_text(json.dumps({"environment": {"threads": threads}, "geomean_ratio": 0.8, "models": rows}))
+        f.write_text(json.dumps({"environment": {"threads": threads}, "geomean_ratio": 0.8, "models": rows,
+                                 "families": fams}))
         files.append(str(f))
-    png = tmp_path / "c.png"
-    assert chart.main([*files, "--out", str(png)]) == 0
+    png, md = tmp_path / "c.png", tmp_path / "r.md"
+    assert rep.main([*files, "--out", str(png), "--md", str(md)]) == 0
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    text = md.read_text()
+    assert "| CNN | a@b1 | 0.80 (0.8 / 1 ms) | 0.80 (0.8 / 1 ms) |" in text
+    assert "onnxc failed: UnsupportedOpError: X" in text and "| decoder | n/a | n/a |" in text
 
 
-def test_smallest_torch_models_run_through_the_suite(real, tmp_path):
+def test_smallest_torch_model_runs_through_the_suite_with_both_exporters(real, tmp_path):
     pytest.importorskip("torch")
     pytest.importorskip("onnxscript")  # the dynamo exporter's
     _, suite = real
     out = tmp_path / "r.json"
-    assert suite.main(["--quick", "--models", "byte_cnn/legacy,gru_tagger/dynamo", "--sizes", "small",
-                       "--cache", str(tmp_path / "models"), "--json", str(out)]) == 0
+    assert suite.main(["--quick", "--models", "byte_cnn", "--cache", str(tmp_path / "models"), "--json", str(out)]) == 0
     rows = json.loads(out.read_text())["models"]
-    assert [r["model"] for r in rows] == ["byte_cnn/legacy@b1", "gru_tagger/dynamo@b1"]
-    for r in rows:  # exported, compiled, run and compared: a failure shows here as its status and error
+    assert [r["model"] for r in rows] == ["byte_cnn/legacy@b1", "byte_cnn/legacy@b8", "byte_cnn/dynamo@b1",
+                                          "byte_cnn/dynamo@b8"]
+    for r in rows:  # exported with a dynamic batch, compiled, run and compared at both sizes
         assert r["status"] == "ok", (r["model"], r["status"], r.get("error"))
         assert r["max_rel_err"] < 1e-3 and r["ratio"] > 0

@@ -15,7 +15,7 @@ from pathlib import Path
 from benchmarks.real import classic, cnn, decoder, detector, mobile, rnn, transformer
 from benchmarks.real.common import FAMILIES, RealModel, torch_models
 
-GEN_VERSION = 1  # bump when a builder changes: cached files carry it in their name
+GEN_VERSION = 2  # bump when a builder changes: cached files carry it in their name
 CACHE = Path(__file__).resolve().parent.parent / ".models" / "real"
 
 MODELS: dict[str, RealModel] = {

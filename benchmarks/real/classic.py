@@ -17,11 +17,12 @@ def _data(n: int = 2000, classes: int = 3):
                                random_state=0)
 
 
-def _convert(est, zipmap: bool) -> bytes:
+def _convert(est, zipmap: bool | None) -> bytes:
+    """ONNX bytes of ``est``; ``zipmap`` False drops a classifier's ZipMap (None: not a classifier)."""
     from skl2onnx import to_onnx
 
     x = np.zeros((1, FEATURES), np.float32)
-    options = None if zipmap else {id(est): {"zipmap": False}}
+    options = {id(est): {"zipmap": False}} if zipmap is False else None
     return to_onnx(est, x, options=options, target_opset={"": 17, "ai.onnx.ml": 3}).SerializeToString()
 
 
@@ -65,7 +66,7 @@ def regressor() -> bytes:
 
     x, y = make_regression(n_samples=2000, n_features=FEATURES, noise=0.1, random_state=0)
     est = make_pipeline(StandardScaler(), RandomForestRegressor(n_estimators=50, max_depth=8, random_state=0))
-    return _convert(est.fit(x, y), False)
+    return _convert(est.fit(x, y), None)
 
 
 def _feeds(rng: np.random.Generator, b: int) -> dict[str, np.ndarray]:
@@ -78,6 +79,8 @@ MODELS = [
               logreg(False), _feeds, SIZES),
     RealModel("logreg_zipmap/skl2onnx", "classic ML", "skl2onnx", "StandardScaler + LogisticRegression with ZipMap",
               logreg(True), _feeds, SIZES),
+    RealModel("forest/skl2onnx", "classic ML", "skl2onnx", "RandomForestClassifier 100 trees depth 10, no ZipMap",
+              forest(False), _feeds, SIZES),
     RealModel("forest_zipmap/skl2onnx", "classic ML", "skl2onnx", "RandomForestClassifier 100 trees depth 10, ZipMap",
               forest(True), _feeds, SIZES),
     RealModel("boosting_zipmap/skl2onnx", "classic ML", "skl2onnx", "GradientBoostingClassifier 50x3 trees depth 3, "
