@@ -96,9 +96,10 @@ def interleaved(fns: list[Callable[[], object]], budget: Budget, block: float = 
 
 
 def _maps_as_array(v: object) -> object:
-    """A sequence of maps (ZipMap's list of {label: probability} dicts) as a 2-D array with the keys,
-    in sorted order, as columns, so it compares like a tensor; anything else unchanged. Maps whose
-    keys differ give an array of the keys themselves, which then compares unequal."""
+    """A sequence of maps (ZipMap's list of {label: probability} dicts) as ``(values, keys)``: the
+    values a 2-D array with the sorted keys as columns, so they compare like a tensor. Anything else
+    comes back unchanged; maps whose keys differ from one another come back as an array of their key
+    lists (not a tuple), which max_rel_error treats as a mismatch."""
     if not (isinstance(v, list) and v and all(isinstance(d, dict) for d in v)):
         return v
     keys = sorted(v[0])

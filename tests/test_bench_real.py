@@ -38,6 +38,8 @@ def test_zipmap_outputs_compare_by_keys_then_values():
     assert max_rel_error(off, want) == pytest.approx(0.05 / 0.75)
     other_keys = {"label": np.array([0, 1]), "probs": [{0: 0.75, 2: 0.25}, {0: 0.5, 2: 0.5}]}
     assert max_rel_error(other_keys, want) == float("inf")
+    mixed = {"label": np.array([0, 1]), "probs": [{0: 0.75, 1: 0.25}, {0: 0.5, 2: 0.5}]}
+    assert max_rel_error(mixed, want) == float("inf")
     assert max_rel_error({"label": np.array([0, 1]), "probs": np.array([[0.75, 0.25], [0.5, 0.5]])}, want) == float("inf")
     assert max_rel_error({"label": np.array([0, 1]), "probs": want["probs"][:1]}, want) == float("inf")
 
