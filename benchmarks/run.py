@@ -1,6 +1,7 @@
 """onnxc vs onnxruntime on the benchmark model set (``benchmarks/models.py``), side by side.
 
     python -m benchmarks.run [--threads 1|2] [--models a,b] [--quick] [--json FILE] [--no-memory] [--busy N]
+    python -m benchmarks.run --suite real [...]   (the real-model suite: benchmarks/real_suite.py)
 
 Per model: onnxc compile time (cold: a fresh cache folder, so the C compiler runs, sharing only the
 runtime library, built once up front and timed on its own line; warm: the same compile again, a
@@ -50,14 +51,18 @@ def _one_line(e: BaseException) -> str:
 
 
 def bench_one(name: str, path: str | os.PathLike, feeds: dict[str, np.ndarray], threads: int,
-              budget: Budget, memory: bool = True, tol: float = 1e-3, runtime: Path | None = None) -> dict:
+              budget: Budget, memory: bool = True, tol: float = 1e-3, runtime: Path | None = None,
+              cache_dir: str | os.PathLike | None = None) -> dict:
     """One row of the benchmark: compile times, timings of both engines, ratio, error and peak memory.
-    ``runtime``: a cache folder's ``runtime`` folder (the runtime library) that the fresh cache shares."""
+    ``runtime``: a cache folder's ``runtime`` folder (the runtime library) that the fresh cache shares.
+    ``cache_dir``: compile into this cache folder instead of a fresh one (rows of one model at several
+    input sizes share it, so only the first compile is cold)."""
     row: dict = {"model": name, "status": "ok", "error": None, "compile_cold_s": None, "compile_warm_s": None,
                  "warm_cache_hit": None,
                  "compile_timings": None, "onnxc_peak_mb": None, "ort_peak_mb": None}
-    with tempfile.TemporaryDirectory(prefix="onnxc-bench-cache-") as cache:
-        if runtime is not None:
+    with tempfile.TemporaryDirectory(prefix="onnxc-bench-cache-") as fresh:
+        cache = str(cache_dir) if cache_dir is not None else fresh
+        if runtime is not None and not (Path(cache) / "runtime").exists():
             os.symlink(runtime, Path(cache) / "runtime")
         compiled = None
         try:
@@ -153,7 +158,16 @@ def environment(threads: int) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--suite", choices=("default", "real"), default="default")
+    ns, rest = pre.parse_known_args(argv)
+    if ns.suite == "real":
+        from benchmarks.real_suite import main as real_main
+
+        return real_main(rest)
     ap = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--suite", choices=("default", "real"), default="default",
+                    help="the model set: this one (default) or the real-model suite (see --suite real --help)")
     ap.add_argument("--threads", type=int, default=1, help="threads of both engines (default 1)")
     ap.add_argument("--models", help=f"comma-separated subset of: {', '.join(MODELS)}")
     ap.add_argument("--quick", action="store_true", help="few runs (smoke test), no memory measurement")

@@ -99,12 +99,31 @@ def interleaved(fns: list[Callable[[], object]], budget: Budget, block: float = 
             return times
 
 
+def _maps_as_array(v: object) -> object:
+    """A sequence of maps (ZipMap's list of {label: probability} dicts) as ``(values, keys)``: the
+    values a 2-D array with the sorted keys as columns, so they compare like a tensor. Anything else
+    comes back unchanged; maps whose keys differ from one another come back as an array of their key
+    lists (not a tuple), which max_rel_error treats as a mismatch."""
+    if not (isinstance(v, list) and v and all(isinstance(d, dict) for d in v)):
+        return v
+    keys = sorted(v[0])
+    if any(sorted(d) != keys for d in v):
+        return np.array([repr(sorted(d)) for d in v], dtype=object)
+    return np.array([[d[k] for k in keys] for d in v]), keys
+
+
 def max_rel_error(got: dict[str, np.ndarray], want: dict[str, np.ndarray]) -> float:
     """Largest |got - want| over all outputs, relative to the largest |want| of that output (a scale
-    that stays meaningful for outputs near zero); inf when shapes or non-float values differ."""
+    that stays meaningful for outputs near zero); inf when shapes or non-float values differ.
+    Sequences of maps (ZipMap outputs) compare by their keys, then their values as a tensor."""
     worst = 0.0
     for name, b in want.items():
         a = got.get(name)
+        a, b = _maps_as_array(a), _maps_as_array(b)
+        if isinstance(a, tuple) or isinstance(b, tuple):
+            if not (isinstance(a, tuple) and isinstance(b, tuple)) or a[1] != b[1]:
+                return float("inf")
+            a, b = a[0], b[0]
         if a is None or np.shape(a) != np.shape(b):
             return float("inf")
         a, b = np.asarray(a), np.asarray(b)
