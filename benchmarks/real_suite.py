@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.busy import BusyLoad
 from benchmarks.run import _one_line, bench_one, environment, format_table
 from onnxc.bench import QUICK, Budget, fmt, geomean
 from onnxc.codegen.cache import cache_dir
@@ -95,6 +96,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cache", metavar="DIR", help="where the models are built (default benchmarks/.models/real)")
     ap.add_argument("--json", metavar="FILE", help="write every number as JSON")
     ap.add_argument("--list", action="store_true", help="list the models and exit")
+    ap.add_argument("--busy", type=int, default=0, metavar="N",
+                    help="N CPU-bound processes spin while the models are timed (benchmarks/busy.py)")
     args = ap.parse_args(argv)
     if args.list:
         for m in MODELS.values():
@@ -107,8 +110,9 @@ def main(argv: list[str] | None = None) -> int:
     memory = not (args.no_memory or args.quick)
     env = environment(args.threads)
     env["suite"] = "real"
+    env["busy"] = args.busy
     print(f"real suite: onnxc vs onnxruntime {env['onnxruntime']}, {args.threads} thread(s), {env['cpu']}, "
-          f"load average {', '.join(f'{x:.1f}' for x in env['load_average'] or ())}", flush=True)
+          + (f"{args.busy} busy process(es), " if args.busy else "") + f"load average {', '.join(f'{x:.1f}' for x in env['load_average'] or ())}", flush=True)
     # the runtime library of the user's cache (built once per machine), shared by every model's fresh cache
     t = time.perf_counter()
     runtime_objects(CompilerConfig(), runtime_sources())
@@ -128,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append({**_failed_row(f"{name}@b{b}", "export failed", _one_line(e)), **base, "batch": b})
                 print(f"  {rows[-1]['model']}: export failed: {rows[-1]['error']}", flush=True)
             continue
-        with tempfile.TemporaryDirectory(prefix="onnxc-bench-cache-") as cache:
+        with tempfile.TemporaryDirectory(prefix="onnxc-bench-cache-") as cache, BusyLoad(args.busy):
             for b in sizes:  # the first size compiles cold; the next ones reuse its cache
                 feeds = m.feeds(np.random.default_rng(1), b)
                 row = bench_one(f"{name}@b{b}", path, feeds, args.threads, budget, memory, args.tol, runtime,
