@@ -39,6 +39,7 @@ int onnxc_model_run_cancellable(const unsigned char *W, const onnxc_tensor *in, 
 int onnxc_model_watch_sigint(unsigned int *counter);
 void onnxc_model_free(void *p);
 void onnxc_model_value_free(void *p);
+int onnxc_model_maps_dense(void *seq, void *out, int64_t *c, int32_t *dtype);
 const unsigned char *onnxc_model_weights(size_t *size);  /* AOT artifacts with embedded weights only */
 """
 
@@ -117,6 +118,10 @@ class NativeModel:
         self._run_into = getattr(self.lib, f"{prefix}_run_into")
         self._free = getattr(self.lib, f"{prefix}_free")
         self._value_free = getattr(self.lib, f"{prefix}_value_free")
+        try:  # (libraries from before it read sequences of maps one map at a time)
+            self._maps_dense = getattr(self.lib, f"{prefix}_maps_dense")
+        except AttributeError:
+            self._maps_dense = None
         if weights is None:
             self._wptr = getattr(self.lib, f"{prefix}_weights")(ffi.new("size_t *"))
         else:
@@ -170,7 +175,7 @@ class NativeModel:
         if not isinstance(dt, DType):
             p = ffi.cast("onnxc_value *", t.data)
             try:
-                return read_value(p, ffi)
+                return read_value(p, ffi, maps_dense=self._maps_dense)
             finally:
                 self._value_free(p)
         shape = tuple(t.dims[k] for k in range(t.rank))
@@ -270,6 +275,16 @@ def string_pointers(a: np.ndarray, keep: list, what: str, ffi: cffi.FFI = _ffi) 
     ptrs = (starts + np.uint64(int(ffi.cast("uintptr_t", chars)))).reshape(a.shape)
     keep.append(ptrs)
     return ptrs
+
+
+def _dense_maps(p, ffi: cffi.FFI, maps_dense) -> list | None:
+    c, dt = ffi.new("int64_t *"), ffi.new("int32_t *")
+    if not maps_dense(p, ffi.NULL, c, dt):
+        return None
+    values = np.empty((p.n, c[0]), DType(dt[0]).np)
+    maps_dense(p, ffi.from_buffer(values), c, dt)
+    keys = _scalars(p.items[0].items[0].t, ffi)
+    return [dict(zip(keys, row)) for row in values.tolist()]
 
 
 def _scalars(t, ffi: cffi.FFI) -> list:
@@ -387,16 +402,22 @@ _ITEMSIZE = {int(d): (_ffi.sizeof("void *") if d == DType.STRING else d.np.items
              for d in DType if d != DType.UNDEFINED}
 
 
-def read_value(p, ffi: cffi.FFI = _ffi, _keys: dict | None = None):
+def read_value(p, ffi: cffi.FFI = _ffi, _keys: dict | None = None, maps_dense=None):
     """The Python form of an ``onnxc_value *`` the library returned (copied out): None, a list, a
     dict of Python scalars (a map) or an array.
 
     Maps are read as lists of scalars without numpy, and key tensors shared by several maps (ZipMap
     gives every row's map the same label table) are decoded once per call (``_keys``), so a
-    sequence of n maps costs about one dict construction per map."""
+    sequence of n maps costs about one dict construction per map; with ``maps_dense`` (the library's
+    ``<prefix>_maps_dense``), a sequence of maps sharing one key table (ZipMap's) is copied out as one
+    array first, and its n dicts are built from its rows."""
     if p.kind == 0:
         return None
     if p.kind == 2:
+        if maps_dense is not None and p.n > 0:
+            rows = _dense_maps(p, ffi, maps_dense)
+            if rows is not None:
+                return rows
         keys = {} if _keys is None else _keys
         return [read_value(p.items[i], ffi, keys) for i in range(p.n)]
     if p.kind == 3:

@@ -38,6 +38,28 @@ onnxc_value *onnxc_value_adopt(onnxc_tensor *t) {
     return v;
 }
 
+int onnxc_seq_maps_dense(const onnxc_value *seq, void *out, int64_t *c, int32_t *dtype) {
+    if (!seq || seq->kind != ONNXC_SEQUENCE || seq->n < 1) return 0;
+    const onnxc_value *m0 = seq->items[0];
+    if (!m0 || m0->kind != ONNXC_MAP || m0->n != 2) return 0;
+    const onnxc_tensor *k0 = &m0->items[0]->t, *v0 = &m0->items[1]->t;
+    if (k0->rank != 1 || v0->rank != 1 || v0->dims[0] != k0->dims[0] || v0->dtype == 8 || v0->dtype == 0) return 0;
+    const size_t kb = onnxc_tensor_nbytes(k0), vb = onnxc_tensor_nbytes(v0);
+    for (int64_t i = 0; i < seq->n; i++) {
+        const onnxc_value *m = seq->items[i];
+        if (!m || m->kind != ONNXC_MAP || m->n != 2 || m->items[0]->kind != ONNXC_TENSOR ||
+            m->items[1]->kind != ONNXC_TENSOR) return 0;
+        const onnxc_tensor *k = &m->items[0]->t, *v = &m->items[1]->t;
+        if (k->rank != 1 || v->rank != 1 || k->dtype != k0->dtype || v->dtype != v0->dtype ||
+            k->dims[0] != k0->dims[0] || v->dims[0] != v0->dims[0]) return 0;
+        if (kb && k->data != k0->data && memcmp(k->data, k0->data, kb) != 0) return 0;
+        if (out && vb) memcpy((char *)out + (size_t)i * vb, v->data, vb);
+    }
+    *c = v0->dims[0];
+    *dtype = v0->dtype;
+    return 1;
+}
+
 /* A deep copy of v (NULL for NULL); NULL when out of memory. */
 onnxc_value *onnxc_value_clone(const onnxc_value *v) {
     if (!v) return NULL;

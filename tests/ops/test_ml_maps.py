@@ -143,3 +143,24 @@ def test_dict_vectorizer_key_type_must_match_vocabulary():
                      string_vocabulary=["a"])
     with pytest.raises(onnxc.OnnxcError, match="the map has int64 keys but the vocabulary is string"):
         onnxc.compile(model)
+
+
+@pytest.mark.parametrize("labels", [{"classlabels_strings": ["b", "a", "é", "c"]},
+                                    {"classlabels_int64s": [3, -1, 7, 0]}])
+def test_zip_map_rows_read_as_one_array_equal_the_map_by_map_reading(labels):
+    """ZipMap's maps share one key table, so the library copies their values out as one array
+    (<prefix>_maps_dense, runtime_c/onnxc_value.c) and Python builds the dicts from its rows; the
+    result is the same as reading every map on its own (libraries without that function)."""
+    x = np.random.default_rng(7).random((300, 4), dtype=np.float32)
+    m = onnxc.compile(zip_map(labels))
+    native = m._native
+    assert native._maps_dense is not None
+    dense = m.run({"X": x})["Y"]
+    native._maps_dense = None
+    try:
+        one_by_one = m.run({"X": x})["Y"]
+    finally:
+        native._maps_dense = m._native.lib.onnxc_model_maps_dense
+    assert dense == one_by_one and len(dense) == 300
+    assert all(list(a) == list(b) and all(type(v) is float for v in a.values()) for a, b in zip(dense, one_by_one))
+    assert dense[0] is not dense[1]  # every row its own dict
