@@ -28,24 +28,8 @@ def _se(c: int, squeeze: int, act, gate):
 
 
 def _inverted(cin: int, cout: int, k: int, s: int, expand: int, act, se=None):
-    """An inverted residual block: 1x1 expand, kxk depthwise, optional squeeze-excite, 1x1 project."""
-    from torch import nn
-
-    class Block(nn.Module):
-        def __init__(self):
-            super().__init__()
-            mid = cin * expand
-            layers = [_cbn(cin, mid, 1, 1, act=act)] if expand != 1 else []
-            layers.append(_cbn(mid, mid, k, s, groups=mid, act=act))
-            if se:
-                layers.append(se(mid))
-            layers.append(_cbn(mid, cout, 1, 1))
-            self.body, self.res = nn.Sequential(*layers), s == 1 and cin == cout
-
-        def forward(self, x):
-            return x + self.body(x) if self.res else self.body(x)
-
-    return Block()
+    """An inverted residual block whose expanded width is ``expand`` times its input's."""
+    return _inverted_mid(cin, cin * expand, cout, k, s, act, se)
 
 
 def _head(cin: int, feat: int, act, classes: int = 1000):
@@ -85,7 +69,8 @@ def mobilenet_v3():
 
 
 def _inverted_mid(cin: int, mid: int, cout: int, k: int, s: int, act, se):
-    """MobileNetV3's block, given its expanded width rather than a ratio."""
+    """An inverted residual block: 1x1 expand to ``mid`` channels (none when ``mid == cin``), kxk
+    depthwise, optional squeeze-excite, 1x1 project; a residual add when shapes allow."""
     from torch import nn
 
     class Block(nn.Module):
