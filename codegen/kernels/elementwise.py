@@ -226,12 +226,13 @@ def reshaped(op: Operand, shape: tuple, dim_c) -> Operand:
     return replace(op, shape=tuple(shape), dims=[dim_c(d) for d in shape])
 
 
-def loop(ctx: KernelCtx, ins: list[Operand], expr: str) -> str:
-    """The broadcasting loop of the node's output over ``ins``, with the helper header included."""
+def loop(ctx: KernelCtx, ins: list[Operand], expr: str, simd: str = "#pragma omp simd") -> str:
+    """The broadcasting loop of the node's output over ``ins``, with the helper header included (``simd``:
+    the line before the inner loop)."""
     ctx.helper("elementwise", HEADER)
     if any(op.dtype in half.HALF for op in ins + ctx.outs):
         half.use(ctx)
-    return broadcast_loop(ctx.outs[0], ins, expr, name=node_name(ctx), threads=ctx.threads)
+    return broadcast_loop(ctx.outs[0], ins, expr, name=node_name(ctx), ctx=ctx, simd=simd)
 
 
 def elementwise(ctx: KernelCtx) -> str:

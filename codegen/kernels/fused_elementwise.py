@@ -103,5 +103,4 @@ def render(expr, dt: DType) -> str:
 @kernel(OP, domain=DOMAIN, types={DType.FLOAT, DType.DOUBLE, DType.BOOL}, typed="out0", accepts=_accepts)
 def elementwise_chain(ctx: KernelCtx) -> str:
     dt = DType(int(ctx.attr("dtype")))
-    body = ew.loop(ctx, list(ctx.ins), render(ctx.attr("expr"), dt))
-    return body.replace("#pragma omp simd\n", "ONNXC_VM_SIMD\n")  # 512-bit vectors where available
+    return ew.loop(ctx, list(ctx.ins), render(ctx.attr("expr"), dt), simd="ONNXC_VM_SIMD")  # 512-bit vectors where available

@@ -23,9 +23,11 @@ from dataclasses import dataclass
 from onnxc.ir import DType
 from onnxc.ir.dims import is_static
 
-from .base import Operand
+from .base import KernelCtx, Operand
+from .parfor import par_for
 
 PARALLEL_MIN = 1 << 18  # elements below which threads cost more than they save (nncommon.PAR_WORK_MIN)
+_BLOCK = 1 << 14  # elements of one block of a flat parallel loop
 
 
 @dataclass
@@ -102,65 +104,85 @@ def _plan(out: Operand, ins: list[Operand]) -> tuple[list[_Axis], list[str]]:
     return axes, checks
 
 
-def _parallel(out: Operand, threads: int) -> str | None:
-    """OpenMP pragma (with a ``{}`` slot for extra clauses) for loops large enough to share, or None."""
-    if threads <= 1:
-        return None
+def _parallel(out: Operand, ctx: KernelCtx | None) -> bool:
+    """Whether the loop may run on several threads: a model built for them, an output that may be large."""
+    if ctx is None or ctx.threads <= 1:
+        return False
     if out.static:
         n = 1
         for d in out.shape:
             n *= d
-        return "#pragma omp parallel for{} num_threads(onnxc_omp_threads(rt))" if n >= PARALLEL_MIN else None
-    return f"#pragma omp parallel for{{}} if (({out.numel()}) >= {PARALLEL_MIN}) num_threads(onnxc_omp_threads(rt))"
+        return n >= PARALLEL_MIN
+    return True
 
 
 def broadcast_loop(out: Operand, ins: list[Operand], expr: str, out_expr_cast: str | None = None, *,
-                   name: str = "", threads: int = 1) -> str:
+                   name: str = "", ctx: KernelCtx | None = None, simd: str = "#pragma omp simd") -> str:
     """C statements computing ``out`` elementwise; ``expr`` uses ``{0}``, ``{1}``... for input elements.
 
-    ``name`` (a C string literal naming the node) goes into run-time broadcast errors; ``threads`` > 1
-    lets large loops run in parallel with OpenMP (``rt->threads`` at run time). Every input element
-    is loaded into a local before ``expr`` runs, so selects (``c ? x : y``) vectorize; bool inputs
-    are read as uint8_t, which gcc vectorizes as masks where it does not vectorize _Bool.
+    ``name`` (a C string literal naming the node) goes into run-time broadcast errors; with ``ctx`` of a
+    model built for several threads, large loops run on the runtime's pool (codegen/kernels/parfor.py):
+    chunks of the outer iterations, or of blocks of the single flat loop. Every input element is loaded
+    into a local before ``expr`` runs, so selects (``c ? x : y``) vectorize; bool inputs are read as
+    uint8_t, which gcc vectorizes as masks where it does not vectorize _Bool. ``simd`` is the line before
+    the inner loop.
     """
     cast = f"({out_expr_cast})" if out_expr_cast else ""
     axes, checks = _plan(out, ins)
     lines = [c.replace("NODE", name or '"elementwise"') for c in checks]
-    par = _parallel(out, threads)
     if not axes:  # a single element
         axes = [_Axis("1", tuple("B" for _ in ins), ["0"] * len(ins))]
     outer, inner = axes[:-1], axes[-1]
     ostr = ["1"] * len(axes)
     for g in range(len(axes) - 2, -1, -1):
         ostr[g] = _mul(ostr[g + 1], axes[g + 1].dim)
+    head = []
     for k in range(len(ins)):
         for g, ax in enumerate(axes):
             if ax.kinds[k] == "D":
-                lines.append(f"const int64_t s{k}_{g} = {ax.strides[k]};")
+                head.append(f"const int64_t s{k}_{g} = {ax.strides[k]};")
                 ax.strides[k] = f"s{k}_{g}"
-    if par and outer:
-        lines.append(par.format(f" collapse({len(outer)})" if len(outer) > 1 else ""))
-    for g, ax in enumerate(outer):
-        lines.append(f"for (int64_t i{g} = 0; i{g} < {ax.dim}; i{g}++) {{")
+    par = _parallel(out, ctx) and inner.dim != "1"
+    # the body of one outer iteration (indices i0, i1, ...) over the inner range [jlo, jhi)
+    jlo, jhi = ("jl_", "jh_") if par and not outer else ("0", inner.dim)
     terms = [_term(f"i{g}", ostr[g]) for g in range(len(outer))]
-    lines.append(f"{out.ctype} *restrict o = {out.ptr} + {' + '.join(t for t in terms if t) or '0'};")
+    core = [f"{out.ctype} *restrict o = {out.ptr} + {' + '.join(t for t in terms if t) or '0'};"]
     loads = []
     for k, op in enumerate(ins):
         ct = "uint8_t" if op.dtype == DType.BOOL else op.ctype
         base = f"(const uint8_t *){op.ptr}" if op.dtype == DType.BOOL else op.ptr
         terms = [t for g, ax in enumerate(outer) if (t := _term(f"i{g}", ax.strides[k]))]
-        lines.append(f"const {ct} *restrict p{k} = {base}{' + ' + ' + '.join(terms) if terms else ''};")
+        core.append(f"const {ct} *restrict p{k} = {base}{' + ' + ' + '.join(terms) if terms else ''};")
         s = inner.strides[k]
         if s == "0" or inner.dim == "1":
-            lines.append(f"const {ct} x{k} = p{k}[0];")  # loop invariant
+            core.append(f"const {ct} x{k} = p{k}[0];")  # loop invariant
         else:
             loads.append(f"const {ct} x{k} = p{k}[{'j' if s == '1' else f'j * {s}'}]; ")
     value = f"{cast}({expr.format(*[f'x{k}' for k in range(len(ins))])})"
     if inner.dim == "1":
-        lines.append(f"o[0] = {value};")
+        core.append(f"o[0] = {value};")
     else:
-        lines.append(par.format(" simd") if par and not outer else "#pragma omp simd")
-        lines.append(f"for (int64_t j = 0; j < {inner.dim}; j++) {{ {''.join(loads)}o[j] = {value}; }}")
-    lines.extend("}" for _ in outer)
+        core.append(simd)
+        core.append(f"for (int64_t j = {jlo}; j < {jhi}; j++) {{ {''.join(loads)}o[j] = {value}; }}")
+    lines += head
+    if not par:
+        for g, ax in enumerate(outer):
+            lines.append(f"for (int64_t i{g} = 0; i{g} < {ax.dim}; i{g}++) {{")
+        lines += core
+        lines.extend("}" for _ in outer)
+    elif not outer:  # one flat loop: chunks of blocks of it
+        n = inner.dim
+        body = [f"const int64_t jl_ = b_ * {_BLOCK}, jh_ = jl_ + {_BLOCK} < ({n}) ? jl_ + {_BLOCK} : ({n});", *core]
+        lines += par_for(ctx, "b_", f"(({n}) + {_BLOCK - 1}) / {_BLOCK}", body, work=n, head=head)
+    else:  # the outer iterations, flattened into one index
+        count = "1"
+        for ax in outer:
+            count = _mul(count, ax.dim)
+        idx, rest = [], "1"
+        for g in range(len(outer) - 1, -1, -1):
+            q = "f_" if rest == "1" else f"f_ / ({rest})"
+            idx.append(f"const int64_t i{g} = {q if g == 0 else f'({q}) % ({outer[g].dim})'};")
+            rest = _mul(rest, outer[g].dim)
+        lines += par_for(ctx, "f_", count, [*reversed(idx), *core], work=out.numel(), head=head)
     lines.append("return 0;")
     return "\n".join(lines)

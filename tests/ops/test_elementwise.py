@@ -429,17 +429,27 @@ def test_loops_coalesce(sa, sb, loops):
 
 
 def test_loops_parallel_only_when_large():
+    """Large loops of a model built for threads go to the runtime's pool; small ones and one-thread builds
+    keep the plain loop; a symbolic size is decided at run time (onnxc_chunks)."""
     big = node_model("Add", {"a": rand((256, 1024)), "b": rand((1024,))})
-    assert "omp parallel for" in kernel_source(big, threads=2)
-    assert "omp parallel for" not in kernel_source(big, threads=1)
-    assert "omp parallel for" not in kernel_source(node_model("Add", {"a": rand((8, 8)), "b": rand((8,))}), 2)
+    assert "onnxc_parallel(" in kernel_source(big, threads=2)
+    assert "onnxc_parallel(" not in kernel_source(big, threads=1)
+    assert "onnxc_parallel(" not in kernel_source(node_model("Add", {"a": rand((8, 8)), "b": rand((8,))}), 2)
     sym = node_model("Relu", {"x": rand((8, 8))}, input_shapes={"x": ["N", 8]})
-    assert "if (" in kernel_source(sym, threads=2).split("omp parallel for")[1].split("\n")[0]
+    assert "onnxc_chunks(rt->threads" in kernel_source(sym, threads=2)
+    assert "omp parallel" not in kernel_source(big, threads=2)
 
 
-def test_threads_give_same_result():
-    a, b = rand((300, 1000)), rand((1000,))
-    got = onnxc.compile(node_model("Mul", {"a": a, "b": b}), threads=2).run({"a": a, "b": b})["y0"]
+@pytest.mark.parametrize("sa, sb, shapes", [
+    ((300, 1000), (1000,), None),
+    ((300001,), (300001,), {"a": ["N"], "b": ["N"]}),                          # one flat loop in blocks
+    ((3, 7, 97, 211), (7, 1, 211), {"a": ["A", "B", "C", "D"], "b": ["B", "E", "D"]}),  # strides at run time
+    ((2, 3, 300, 500), (1, 3, 1, 1), None)])
+def test_threads_give_same_result(sa, sb, shapes):
+    """Pool chunks of flat and nested loops, static and symbolic, cover every element exactly once."""
+    a, b = rand(sa), rand(sb)
+    m = node_model("Mul", {"a": a, "b": b}, input_shapes=shapes) if shapes else node_model("Mul", {"a": a, "b": b})
+    got = onnxc.compile(m, threads=2).run({"a": a, "b": b})["y0"]
     np.testing.assert_array_equal(got, a * b)
 
 
