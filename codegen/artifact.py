@@ -23,7 +23,7 @@ from pathlib import Path
 from onnxc.ir import CompileError, DType, MapType, ModelError, OptionalType, SequenceType, TensorType
 from onnxc.ir.dims import Sym, dmax, dmin, floordiv, free_symbols, mod, sym, to_c_checked
 
-from .compiler import CompilerConfig, compiler_env, has_openmp
+from .compiler import CompilerConfig, compiler_env, thread_flags
 from .emit import emit_c
 from .lower import Program
 from .runtime_lib import runtime_files_for, runtime_objects
@@ -246,7 +246,7 @@ def write_sources(p: Program, in_types: list, out_types: list, out_dir: Path, na
                   dim_names=[c_string(d) for d in dim_names], n_bound=p.n_input_dims,
                   ndim_alloc=max(1, p.n_input_dims), embedded=embed, weights_file=f"{name}.weights",
                   weights_size=len(weights), weights_sum=wsum, version=_version(),
-                  target_flags=" ".join(TARGETS[target]), openmp=True, dir_hint=name,
+                  target_flags=" ".join(TARGETS[target]), dir_hint=name,
                   dim_names_plain=[d for d in dim_names if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.]*", d)],
                   dimvars_comment=_comment(", ".join(dim_names) or "none"),
                   guard=f"ONNXC_{name.upper()}_H",
@@ -300,8 +300,7 @@ def build_command(out_dir: Path, name: str, cfg: CompilerConfig, target: str, em
     flags = target_flags(cfg, target)
     cmd = [*shlex.split(cfg.cc), "-std=gnu11", *flags, *cfg.sanitize, "-fPIC", "-shared", "-fno-strict-aliasing",
            "-I", str(out_dir), f"-Wa,-I{out_dir}", f"-Wl,-soname,lib{name}.so"]
-    if cfg.openmp and has_openmp(cfg.cc):
-        cmd.append("-fopenmp")
+    cmd += thread_flags(cfg.cc)
     srcs = [out_dir / "model.c", out_dir / "api.c"] + ([out_dir / "weights.c"] if embed else [])
     if runtime is None:
         srcs += [out_dir / f.name for f in runtime_files_for((out_dir / "model.c").read_text())[1]]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import math
 import mmap
-import os
 import threading
 from pathlib import Path
 
@@ -68,17 +67,6 @@ ERRLEN = 1024
 _NP_DTYPES = {d.np: d for d in (DType.BOOL, DType.FLOAT16, DType.DOUBLE, DType.UINT64, DType.UINT32, DType.UINT16,
                                 DType.UINT8, DType.INT8, DType.INT16, DType.INT32, DType.INT64, DType.FLOAT)}
 VALUE_DTYPE = 1000  # onnxc_tensor.dtype of a descriptor pointing at an onnxc_value (runtime_c/onnxc_value.h)
-
-
-# OpenMP workers wait for the next parallel region by spinning briefly, then sleep: 20000 spins of
-# libgomp's pause loop are about 1 ms here, enough to bridge the gaps between the parallel regions of
-# one call (sleeping workers took resnet50 at 2 threads from 1.29 to 1.58x onnxruntime's time) yet
-# short enough that an idle process never keeps a core busy (measured: +0.8 ms of CPU per call of a
-# batch-1 MLP). libgomp reads these when it loads, i.e. with the first model library; a user's
-# OMP_WAIT_POLICY (e.g. passive on a crowded machine) or GOMP_SPINCOUNT decides instead.
-SPINCOUNT = "20000"
-if "OMP_WAIT_POLICY" not in os.environ:
-    os.environ.setdefault("GOMP_SPINCOUNT", SPINCOUNT)
 
 
 def open_library(path: Path, ffi: cffi.FFI = _ffi):

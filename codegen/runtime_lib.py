@@ -36,7 +36,14 @@ from pathlib import Path
 from onnxc.ir import CompileError
 
 from . import cache_integrity as integrity
-from .compiler import CompilerConfig, compile_shared, compiler_env, compiler_version, has_openmp, runtime_dir
+from .compiler import (
+    CompilerConfig,
+    compile_shared,
+    compiler_env,
+    compiler_version,
+    runtime_dir,
+    thread_flags,
+)
 
 FORMAT_VERSION = "4"
 PCH = "onnxc_pch.h"
@@ -87,9 +94,7 @@ def object_command(cfg: CompilerConfig, src: Path, out: Path, flags: tuple[str, 
     of ``cfg.flags``; the sanitizer flags ``cfg.sanitize`` are always added)."""
     cmd = [*shlex.split(cfg.cc), "-std=gnu11", *(cfg.flags if flags is None else flags), *cfg.sanitize, "-fPIC",
            "-fno-strict-aliasing", "-I", str(runtime_dir())]
-    if cfg.openmp and has_openmp(cfg.cc):
-        cmd.append("-fopenmp")
-    return [*cmd, "-c", str(src), "-o", str(out)]
+    return [*cmd, *thread_flags(cfg.cc), "-c", str(src), "-o", str(out)]
 
 
 def archive_key(cfg: CompilerConfig, flags: tuple[str, ...] | None = None) -> str:

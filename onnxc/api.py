@@ -16,7 +16,7 @@ import numpy as np
 from onnxc.codegen import cache as c_cache
 from onnxc.codegen import model_cache
 from onnxc.codegen.cache import build_cached
-from onnxc.codegen.compiler import CompilerConfig, compiler_version
+from onnxc.codegen.compiler import CompilerConfig, compiler_version, thread_flags
 from onnxc.codegen.emit import emit_c
 from onnxc.codegen.lower import Program, lower
 from onnxc.codegen.native import NativeModel, contiguous
@@ -382,7 +382,7 @@ def _model_key(model, root: Path, threads: int, cfg: CompilerConfig, profile: bo
         else:
             return model, None
         options = {"threads": threads, "cc": cfg.cc, "cc_version": compiler_version(cfg.cc),
-                   "flags": list(cfg.flags), "sanitize": list(cfg.sanitize), "openmp": cfg.openmp, "profile": bool(profile)}
+                   "flags": list(cfg.flags), "sanitize": list(cfg.sanitize), "thread_flags": list(thread_flags(cfg.cc)), "profile": bool(profile)}
     except (OSError, CompileError):
         return data, None
     return data, model_cache.model_key(digest, options)

@@ -1,17 +1,9 @@
-/* Process-wide concerns of a model library: its OpenMP threads across fork(), and cancelling a run.
+/* Process-wide concerns of a model library: fork() and cancelling a run.
  *
- * Fork. libgomp keeps a pool of worker threads for each thread that started a parallel region, and
- * has no fork handler: in a fork-started child (Python's default multiprocessing start method on
- * Linux) the first parallel region of the thread that forked waited forever for workers that only
- * exist in the parent. Each library registers, when it loads, a pthread_atfork prepare handler that
- * releases the forking thread's pool (omp_pause_resource_all, OpenMP 5.0; GCC >= 9): libgomp makes
- * a new pool at the next parallel region, in the child (which keeps all its threads) and in the
- * parent (once, about the cost of the first parallel region of a process). Threads other than the
- * forking one do not exist in the child; threads made there start without a pool. When the pool
- * cannot be released (a fork from inside a parallel region; an OpenMP runtime without the call),
- * the child's runs in the thread that forked use one thread: libgomp runs a region of one thread
- * without touching the pool. Any onnxc library present at the fork releases the pool, whichever
- * library made it.
+ * Fork. A model library's threads are its pool's workers (onnxc_pool.h): its pthread_atfork child
+ * handler forgets the parent's workers, and the child's first parallel job makes new ones, so a
+ * fork-started child (Python's default multiprocessing start method on Linux) runs with its threads.
+ * There is no OpenMP runtime (only `#pragma omp simd`, compiled with -fopenmp-simd).
  *
  * Cancel. A run reads its cancel counter (onnxc_rt.cancel) when it starts and stops with
  * ONNXC_ERR_CANCELLED, releasing what it holds, at the first step boundary or Loop/Scan/SequenceMap
@@ -32,16 +24,9 @@
 extern "C" {
 #endif
 
-/* Set in a fork child whose OpenMP pool could not be released; then the thread that forked runs on
- * one thread (the others were made in the child, with pools of their own). */
-extern ONNXC_RT_API int onnxc_fork_one_thread;
-extern ONNXC_RT_API pthread_t onnxc_fork_thread;
-
-/* The thread count a run may use in this thread: `threads`, or 1 in a fork child's forking thread
- * whose OpenMP pool was not released (see above). */
+/* The thread count a run may use: `threads` (at least 1). */
 static inline int onnxc_run_threads(int threads) {
-    if (__builtin_expect(onnxc_fork_one_thread, 0) && pthread_equal(pthread_self(), onnxc_fork_thread)) return 1;
-    return threads;
+    return threads > 0 ? threads : 1;
 }
 
 /* The team size of an OpenMP region of generated code (num_threads): the run's threads, or 1 while the

@@ -15,7 +15,7 @@ import pytest
 from onnx import helper
 
 import onnxc
-from onnxc.codegen.compiler import default_cc, has_openmp, runtime_dir
+from onnxc.codegen.compiler import default_cc, runtime_dir, thread_flags
 from onnxc.codegen.kernels.gemm_layout import MR, NR, pack_a, pack_b, packed_a_size, packed_b_size
 from onnxc.codegen.runtime_lib import sources_for
 
@@ -39,8 +39,7 @@ def _build(tmp_path: Path, flags: list[str], cc: str | None = None) -> Path:
     exe = tmp_path / "gemm_check"
     srcs = [str(CHECK_C), *map(str, sources_for(CHECK_C.read_text()))]
     cmd = [cc, "-std=gnu11", "-O2", *flags, "-I", str(runtime_dir()), *srcs, "-o", str(exe), "-lm"]
-    if cc == default_cc() and has_openmp(cc):
-        cmd.insert(1, "-fopenmp")
+    cmd[1:1] = thread_flags(cc) if cc == default_cc() else ("-pthread",)
     subprocess.run(cmd, check=True, capture_output=True, text=True)
     return exe
 

@@ -13,7 +13,7 @@ import pytest
 from onnx import helper
 
 import onnxc
-from onnxc.codegen.compiler import default_cc, has_openmp, runtime_dir
+from onnxc.codegen.compiler import default_cc, runtime_dir, thread_flags
 from onnxc.codegen.runtime_lib import sources_for
 from onnxc.ir import OnnxcError, ShapeError
 
@@ -188,8 +188,7 @@ def test_panel_product_against_naive(tmp_path):
     cc = default_cc()
     srcs = [str(src), *map(str, sources_for(MUL_TEST_C))]
     cmd = [cc, "-std=gnu11", "-O2", "-march=native", "-I", str(runtime_dir()), *srcs, "-o", str(exe), "-lm"]
-    if has_openmp(cc):
-        cmd.insert(1, "-fopenmp")
+    cmd[1:1] = thread_flags(cc)
     subprocess.run(cmd, check=True, capture_output=True)
     r = subprocess.run([str(exe)], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0 and r.stdout.strip().endswith("OK"), r.stdout
