@@ -6,6 +6,8 @@ import contextlib
 import math
 import mmap
 import threading
+from collections.abc import Callable
+from functools import lru_cache
 from pathlib import Path
 
 import cffi
@@ -272,7 +274,25 @@ def _dense_maps(p, ffi: cffi.FFI, maps_dense) -> list | None:
     values = np.empty((p.n, c[0]), DType(dt[0]).np)
     maps_dense(p, ffi.from_buffer(values), c, dt)
     keys = _scalars(p.items[0].items[0].t, ffi)
-    return [dict(zip(keys, row)) for row in values.tolist()]
+    if not 0 < len(keys) <= _DICT_LITERAL_MAX:
+        return [dict(zip(keys, row)) for row in values.tolist()]
+    return _dict_rows(len(keys))(*keys, values.tolist())
+
+
+_DICT_LITERAL_MAX = 256  # keys per row up to which rows are built by a dict display
+
+
+@lru_cache(maxsize=64)
+def _dict_rows(n: int) -> Callable:
+    """``f(k0, ..., k{n-1}, rows)``: one dict ``{k0: r[0], ...}`` per row ``r`` of ``rows``. A dict display
+    in a comprehension builds each row about 4x faster than ``dict(zip(keys, row))`` (ZipMap outputs of
+    thousands of rows). The source holds generated identifiers only; keys arrive as arguments."""
+    ks = ", ".join(f"k{i}" for i in range(n))
+    vs = "".join(f"v{i}, " for i in range(n))
+    items = ", ".join(f"k{i}: v{i}" for i in range(n))
+    ns: dict = {}
+    exec(f"def rows_({ks}, rows):\n    return [{{{items}}} for {vs}in rows]\n", ns)  # noqa: S102
+    return ns["rows_"]
 
 
 def _scalars(t, ffi: cffi.FFI) -> list:

@@ -164,3 +164,17 @@ def test_zip_map_rows_read_as_one_array_equal_the_map_by_map_reading(labels):
     assert dense == one_by_one and len(dense) == 300
     assert all(list(a) == list(b) and all(type(v) is float for v in a.values()) for a, b in zip(dense, one_by_one))
     assert dense[0] is not dense[1]  # every row its own dict
+
+
+@pytest.mark.parametrize("keys", [[7], ["b", "a", "c"], [10, 20, 30, 40], list(range(300)), ["k'\"{}", "\\n"]])
+def test_dense_rows_become_the_same_dicts_as_dict_zip(keys):
+    """ZipMap rows read back as dicts: the dict-display builder (up to 256 keys) and the dict(zip) fallback
+    give the same dicts, in key order, for int and string keys (quotes and braces included)."""
+    from onnxc.codegen.native import _DICT_LITERAL_MAX, _dict_rows
+
+    rows = np.random.default_rng(0).random((5, len(keys))).tolist()
+    want = [dict(zip(keys, r)) for r in rows]
+    if len(keys) <= _DICT_LITERAL_MAX:
+        got = _dict_rows(len(keys))(*keys, rows)
+        assert got == want and [list(d) for d in got] == [list(d) for d in want]
+    assert _dict_rows(2)("x", "y", []) == []
