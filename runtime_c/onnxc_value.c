@@ -11,6 +11,7 @@ onnxc_value *onnxc_value_new(int32_t kind, int32_t elem_dtype) {
 /* Free v and everything it owns (NULL is allowed). */
 void onnxc_value_free(onnxc_value *v) {
     if (!v) return;
+    if (v->cap == ONNXC_VALUE_BLOCK) { free(v); return; } /* onnxc_map_block: one allocation */
     if (v->kind == ONNXC_TENSOR) free(v->t.data);
     for (int64_t i = 0; i < v->n; i++) onnxc_value_free(v->items[i]);
     free(v->items);
@@ -27,6 +28,36 @@ onnxc_value *onnxc_value_from_tensor(const onnxc_tensor *t) {
     if (!v->t.data) { free(v); return NULL; }
     if (nb) memcpy(v->t.data, t->data, nb);
     return v;
+}
+
+#define ONNXC_ALIGN64(n) (((n) + 63) & ~(size_t)63)
+
+onnxc_value *onnxc_map_block(const onnxc_tensor *keys, const onnxc_tensor *values) {
+    const size_t kb = onnxc_tensor_nbytes(keys), vb = onnxc_tensor_nbytes(values);
+    const size_t head = ONNXC_ALIGN64(3 * sizeof(onnxc_value) + 2 * sizeof(onnxc_value *));
+    const size_t ko = head, vo = head + ONNXC_ALIGN64(kb);
+    char *b = (char *)onnxc_alloc(vo + vb);
+    if (!b) return NULL;
+    memset(b, 0, head);
+    onnxc_value *m = (onnxc_value *)b, *k = m + 1, *v = m + 2;
+    onnxc_value **items = (onnxc_value **)(void *)(v + 1);
+    m->kind = ONNXC_MAP;
+    m->elem_dtype = values->dtype;
+    m->n = 2;
+    m->cap = ONNXC_VALUE_BLOCK;
+    m->items = items;
+    items[0] = k;
+    items[1] = v;
+    k->kind = v->kind = ONNXC_TENSOR;
+    k->elem_dtype = keys->dtype;
+    v->elem_dtype = values->dtype;
+    k->t = *keys;
+    v->t = *values;
+    k->t.data = b + ko;
+    v->t.data = b + vo;
+    if (kb) memcpy(k->t.data, keys->data, kb);
+    if (vb) memcpy(v->t.data, values->data, vb);
+    return m;
 }
 
 /* A tensor value taking ownership of t->data (allocated with onnxc_alloc). */

@@ -2,7 +2,7 @@
 (map -> tensor). Maps are ``onnxc_value`` pairs of 1-D tensors (keys, values), see
 runtime_c/onnxc_value.h.
 
-ZipMap builds one map per row; every map owns a copy of the class labels, in ascending order as
+ZipMap builds one map per row, each in one allocation (onnxc_map_block); every map owns a copy of the class labels, in ascending order as
 onnxruntime's maps are (string labels point at literals of the library, as LabelEncoder's values
 do), and of its row's scores in that order. CastMap orders the entries by
 key (a map read from Python keeps insertion order) and, as onnxruntime does, writes floats as
@@ -51,19 +51,18 @@ def zip_map(ctx: KernelCtx) -> str:
           f"{{ onnxc_value_free(s); {_OOM} }}",
           "s->cap = n_;",
           "int ok_ = 1;",
+          "onnxc_tensor k_, v_;",
+          "memset(&k_, 0, sizeof k_); memset(&v_, 0, sizeof v_);",
+          f"k_.rank = v_.rank = 1; k_.dims[0] = v_.dims[0] = {c}; k_.dtype = {int(key)}; v_.dtype = 1;",
+          f"k_.data = (void *){keys};",
           "for (int64_t r = 0; r < n_ && ok_; r++) {",
-          "    onnxc_value *m = onnxc_value_new(ONNXC_MAP, 1);",
-          "    if (!m || !(m->items = (onnxc_value **)calloc(2, sizeof(onnxc_value *)))) { free(m); ok_ = 0; break; }",
-          "    s->items[r] = m; s->n = r + 1; m->n = m->cap = 2;",
-          "    onnxc_tensor d_; memset(&d_, 0, sizeof d_);",
-          f"    d_.rank = 1; d_.dims[0] = {c}; d_.dtype = {int(key)}; d_.data = (void *){keys};",
-          "    m->items[0] = onnxc_value_from_tensor(&d_);",
-          f"    d_.dtype = 1; d_.data = (void *)(in0 + r * {c});",
-          "    m->items[1] = onnxc_value_from_tensor(&d_);",
+          f"    v_.data = (void *)(in0 + r * {c});",
+          "    onnxc_value *m = s->items[r] = onnxc_map_block(&k_, &v_);  /* one allocation per row */",
+          "    s->n = r + 1;",
+          "    ok_ = m != NULL;",
           *([] if perm is None else [
-              "    if (m->items[1]) { float *v_ = (float *)m->items[1]->t.data;",
-              f"        for (int64_t j = 0; j < {c}; j++) v_[j] = in0[r * {c} + {perm}[j]]; }}"]),
-          "    ok_ = m->items[0] && m->items[1];",
+              "    if (m) { float *w_ = (float *)m->items[1]->t.data;",
+              f"        for (int64_t j = 0; j < {c}; j++) w_[j] = in0[r * {c} + {perm}[j]]; }}"]),
           "}",
           f"if (!ok_) {{ onnxc_value_free(s); {_OOM} }}",
           "*out0 = onnxc_value_desc(s);",
