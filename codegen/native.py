@@ -72,8 +72,8 @@ VALUE_DTYPE = 1000  # onnxc_tensor.dtype of a descriptor pointing at an onnxc_va
 
 
 def open_library(path: Path, ffi: cffi.FFI = _ffi):
-    """dlopen a model library once per process. RTLD_NODELETE keeps it (and libgomp) mapped until
-    exit, so OpenMP threads never run unmapped code during interpreter shutdown."""
+    """dlopen a model library once per process. RTLD_NODELETE keeps it mapped until exit, so
+    its pool's worker threads never run unmapped code during interpreter shutdown."""
     key = (str(path), str(id(ffi)))
     with _lock:
         lib = _libs.get(key)

@@ -73,7 +73,7 @@ static inline void onnxc_pool_free(onnxc_pool *p) {
 typedef struct onnxc_rt {
     char *err;     /* message buffer of errlen bytes */
     size_t errlen;
-    int threads;   /* threads kernels may use (OpenMP) */
+    int threads;   /* threads kernels may use (the runtime's pool, onnxc_pool.h) */
     const unsigned char *W; /* the weights blob (subprograms find theirs at an offset) */
     onnxc_pool *pool;       /* strings made during this call (NULL until the first one) */
     const unsigned *cancel; /* the run stops when this counter moves away from cancel0 (onnxc_process.h) */

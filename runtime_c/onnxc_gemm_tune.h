@@ -10,7 +10,4 @@
 #pragma GCC target("prefer-vector-width=512")
 #endif
 #endif
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 #endif /* ONNXC_GEMM_TUNE_H */

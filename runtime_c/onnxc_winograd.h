@@ -18,7 +18,7 @@
  * p * onnxc_sg_packed_a_size(M, C). Tiles of all images are numbered together and processed in blocks of
  * up to `budget / (36 (C + M))` tiles (a multiple of 32, the GEMM's B panel width) so the transformed
  * block stays in L2. The input is first copied into a zero-padded buffer covering every tile's patch
- * (so the gathers need no bounds checks); then per block, with `threads` OpenMP threads: the input
+ * (so the gathers need no bounds checks); then per block, on `threads` threads of the runtime's pool: the input
  * transform writes V straight into packed B panels (36 operands C x tiles), the 36 GEMMs run one per
  * thread at a time, and the output transform adds bias and residual, applies the activation and
  * scatters the 4x4 tiles into y. Returns 0 or ONNXC_ERR_MEMORY.
