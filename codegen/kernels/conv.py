@@ -45,7 +45,8 @@ from .base import KernelCtx, kernel
 from .conv_depthwise import depthwise
 from .epilogue import epilogue, rows_epilogue, sg_epi, use_act
 from .gemm_layout import pack_a, pack_b, packed_a_size, packed_b_size
-from .nncommon import FLOATS, gemm_expr, lit, omp_for, same_type_accepts, unsupported, use_gemm
+from .nncommon import FLOATS, gemm_expr, lit, same_type_accepts, unsupported, use_gemm
+from .parcall import par_call
 
 _same_weight_type = same_type_accepts(1)
 COL_BUDGET = 1 << 21  # elements of the im2col / col2im scratch buffer per call (8 MiB of float)
@@ -116,7 +117,7 @@ def conv(ctx: KernelCtx) -> str:
     one = lit(1.0, dt)
     beta = one if bias else lit(0.0, dt)
     vals = dict(
-        common, mode=mode, col_budget=COL_BUDGET, omp_rows=omp_for("KG * ncol"),
+        common, mode=mode, col_budget=COL_BUDGET, par=par_call(ctx),
         gemm_pointwise=_gemm_stmt(ctx, dt, "0", "Mg", "OP", "Cg", one, "a", "Cg", "b", "IP", beta, "y", "OP"),
         gemm_im2col=gemm_expr(ctx, dt, "0", "0", "Mg", "ncol", "KG", one, "a", "KG", "col", "ncol", beta, "y",
                               "OP"),
@@ -191,7 +192,7 @@ def conv_transpose(ctx: KernelCtx) -> str:
     geo = _geometry(ctx, win, x.dims[2:], y.dims[2:])
     vals = dict(
         geo, T=dt.c, N=x.dims[0], C=x.dims[1], M=str(mg * g), G=str(g), Cg=str(c // g), Mg=str(mg), bias=bias,
-        col_budget=COL_BUDGET, omp_m=omp_for("Mg * KK * ncol"),
+        col_budget=COL_BUDGET, par=par_call(ctx),
         gemm=gemm_expr(ctx, dt, "1", "0", "MK", "ncol", "Cg", lit(1.0, dt), "a", "MK", "b", "IP",
                        lit(0.0, dt), "col", "ncol"),
     )

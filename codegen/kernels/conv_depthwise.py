@@ -6,7 +6,8 @@ into its stride phases inside a zero frame, so every tap is a constant shift and
 computed over flattened positions in full vectors, every tap unrolled, without bounds checks. That
 keeps 7x7 and 14x14 maps (MobileNet's last blocks) as fast per element as large ones, where the
 row-vectorized path wastes most of each vector. 3-D convolutions and larger kernels take the
-row-vectorized path (templates/conv_depthwise.c.j2).
+row-vectorized path (templates/conv_depthwise.c.j2). Both split the work over (batch, channel) planes on
+the runtime's pool (codegen/kernels/parcall.py), so a batch of one still shares its channels.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from onnxc.passes.shapes.spatial import Window
 from ..templating import render
 from .base import KernelCtx
 from .epilogue import Epilogue
-from .nncommon import omp_for
+from .parcall import SLOTS, par_call
 
 MAX_TAPS = 64   # largest kernel (taps) unrolled by the phased path
 TILE = 2048     # output positions per accumulator tile (8 KiB of float: stays in L1)
@@ -52,5 +53,5 @@ def depthwise(ctx: KernelCtx, common: dict, win: Window, ep: Epilogue, res: str 
         taps, dh_max, dw_max = phased_taps(win)
         return render("conv_depthwise_phased.c.j2", **common, res=res, act=act, sfx=sfx, taps=taps,
                       dh_max=dh_max, dw_max=dw_max, tile=TILE, V=f"onnxc_dw_v{sfx}",
-                      VL=VECTOR_BYTES // dt.np.itemsize)
-    return render("conv_depthwise.c.j2", **common, res=res, act=act, sfx=sfx, omp_nm=omp_for("N * M * OP * KK"))
+                      VL=VECTOR_BYTES // dt.np.itemsize, par=par_call(ctx), slots=SLOTS)
+    return render("conv_depthwise.c.j2", **common, res=res, act=act, sfx=sfx, par=par_call(ctx))

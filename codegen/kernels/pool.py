@@ -5,8 +5,9 @@ Max, sum and sum of |x|^p windows are separable, so each output row (n, c, od, o
 vectorized passes: a vertical one combining its (kd, kh) tap rows column by column into a row buffer
 (one unrolled pass when all taps lie inside the input, clipped tap rows at the border), and a
 horizontal one combining KW buffer columns per output (unrolled, unit stride or strided). The buffer's
-padding columns hold the combination's identity, so neither pass checks bounds. Rows are spread over
-OpenMP threads (each with its own buffer) when the work is large. AveragePool divides by the taps
+padding columns hold the combination's identity, so neither pass checks bounds. Blocks of rows are
+spread over the runtime's pool (each thread with its own buffer, codegen/kernels/parcall.py) when the
+work is large; the global pools spread their planes. AveragePool divides by the taps
 inside the input (count_include_pad=0) or inside the padded extent (count_include_pad=1); taps that
 ceil_mode pushes past the padded extent never count, as in onnxruntime and PyTorch. MaxPool's Indices
 keep the row-major first maximum of each window.
@@ -23,12 +24,23 @@ from ..templating import render
 from . import half
 from .base import KernelCtx, kernel
 from .conv import _as3
-from .nncommon import FLOATS, PAR_WORK_MIN, lit, mfn, omp_for, prod
+from .nncommon import FLOATS, lit, mfn, prod
+from .parcall import SLOTS, par_call
+from .parfor import par_for
 
 MAXPOOL_TYPES = FLOATS | {DType.INT8, DType.UINT8}
 _LOWEST = {DType.FLOAT: "-INFINITY", DType.DOUBLE: "-INFINITY", DType.INT8: "INT8_MIN", DType.UINT8: "0"}
 _UNROLL_W = 16  # kernel widths whose horizontal taps are unrolled
 _UNROLL_ROWS = 16  # (kd, kh) tap rows combined in one unrolled pass over interior output rows
+# first and one-past-last kernel tap k with 0 <= start + k * dil < lim
+_TAPS = """static inline int64_t onnxc_tap_lo(int64_t start, int64_t dil) {
+    return start >= 0 ? 0 : (-start + dil - 1) / dil;
+}
+static inline int64_t onnxc_tap_hi(int64_t start, int64_t dil, int64_t lim, int64_t k) {
+    const int64_t n = lim - start <= 0 ? 0 : (lim - start + dil - 1) / dil;
+    return n < k ? n : k;
+}
+"""
 
 
 def _lp_p(ctx: KernelCtx) -> float:
@@ -92,14 +104,10 @@ def _pool(ctx: KernelCtx, kind: str) -> str:
         ident=_LOWEST.get(dt, "0") if kind == "max" else "0", comb=_comb(kind),
         indices=len(ctx.outs) > 1, column_major=bool(ctx.attr("storage_order", 0)),
         term=term, finish=finish, taps=taps, unroll_w=kw <= _UNROLL_W, KWs=kw, DWs=dw, who=ctx.who,
-        omp=omp_parallel(f"NC * OP * {prod([str(k) for k in win.kernel])}"),
+        work=f"NC * OP * {prod([str(k) for k in win.kernel])}", par=par_call(ctx), slots=SLOTS,
     )
+    ctx.helper("onnxc_pool_taps", _TAPS)
     return render("pool.c.j2", **vals)
-
-
-def omp_parallel(work: str, threshold: int = PAR_WORK_MIN) -> str:
-    """An OpenMP parallel-region pragma used when ``work`` (a C expression) exceeds ``threshold``."""
-    return f"#pragma omp parallel num_threads(onnxc_omp_threads(rt)) if (rt->threads > 1 && ({work}) >= {threshold})"
 
 
 @kernel("GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool", types=FLOATS | half.HALF)
@@ -109,21 +117,19 @@ def global_pool(ctx: KernelCtx) -> str:
     dt = x.dtype
     op = ctx.node.op_type
     plane = prod(x.dims[2:]) if x.rank > 2 else "1"
-    lines = [f"const int64_t NC = {prod(x.dims[:2])}, P = {plane};",
-             omp_for("NC * P"),
-             "for (int64_t nc = 0; nc < NC; nc++) {",
-             f"    const {dt.c} *x = in0 + nc * P;"]
+    head = [f"const int64_t NC = {prod(x.dims[:2])}, P = {plane};"]
+    body = [f"    const {dt.c} *x = in0 + nc * P;"]
     if op == "GlobalMaxPool":
-        lines += [f"    {dt.c} acc = -INFINITY;",
-                  "#pragma omp simd reduction(max : acc)",
-                  "    for (int64_t i = 0; i < P; i++) acc = x[i] > acc ? x[i] : acc;",
-                  "    out0[nc] = acc;"]
+        body += [f"    {dt.c} acc = -INFINITY;",
+                 "#pragma omp simd reduction(max : acc)",
+                 "    for (int64_t i = 0; i < P; i++) acc = x[i] > acc ? x[i] : acc;",
+                 "    out0[nc] = acc;"]
     else:
         term, finish = ("x[i]", f"acc / ({dt.c})P") if op == "GlobalAveragePool" else \
             _lp_term_finish(_lp_p(ctx), dt, "x[i]")
-        lines += [f"    {dt.c} acc = 0;",
-                  "#pragma omp simd reduction(+ : acc)",
-                  f"    for (int64_t i = 0; i < P; i++) acc += {term};",
-                  f"    out0[nc] = {finish};"]
-    lines += ["}", "return 0;"]
-    return "\n".join(lines)
+        body += [f"    {dt.c} acc = 0;",
+                 "#pragma omp simd reduction(+ : acc)",
+                 f"    for (int64_t i = 0; i < P; i++) acc += {term};",
+                 f"    out0[nc] = {finish};"]
+    # the (n, c) planes on the runtime's pool
+    return "\n".join([*head, *par_for(ctx, "nc", "NC", body, work="NC * P", head=head), "return 0;"])

@@ -21,7 +21,8 @@ from onnxc.passes.shapes.quant import qconv_geometry
 from onnxc.passes.shapes.quant_layout import BYTE_TYPES, INT_RANGES, matmul_param
 
 from .base import KernelCtx, Operand, kernel
-from .nncommon import omp_for, prod, unsupported
+from .nncommon import prod, unsupported
+from .parcall import par_call
 from .quant import load, use
 
 COL_BUDGET = 1 << 21  # elements of the im2col buffer (and of the accumulators) per chunk
@@ -153,7 +154,8 @@ def _qmatmul(ctx: KernelCtx, a: int, b: int, za: int, zb: int, quantized: bool) 
                 offsets=[f"o_{k}" for k in batch.strides], batch_lines=batch.lines(),
                 za=_param(op(za), exprs.get(za, "0")), zb=_param(op(zb), exprs.get(zb, "0")),
                 b_keys=["o_b"] + [f"o_p{zb}"] * (f"p{zb}" in batch.strides),
-                omp_prep=omp_for("M * K + N * K"), setup=[], row_setup=[], mult="", lo="0", hi="0")
+                offset_caps=[("int64_t", f"o_{k}") for k in batch.strides], par=par_call(ctx),
+                setup=[], row_setup=[], mult="", lo="0", hi="0")
     if quantized:
         vals.update(_requant_values(ctx, exprs))
     return render("qmatmul.c.j2", **vals)
@@ -228,7 +230,7 @@ def _qconv(ctx: KernelCtx, w: int, zx: int, zw: int, quantized: bool) -> str:
         P=_as3([ctx.dim(p) for p in win.pads_begin], "0"), checks=checks, col_budget=COL_BUDGET, name=name,
         quantized=quantized, Tx=X.dtype.c, Ty=Y.dtype.c, w=W.ptr,
         zw=_param(op(zw), "m" if per_channel[zw] else "0"), zx=_param(op(zx), "0"),
-        omp_rows=omp_for("KG * ncol"), omp_out=omp_for("Mg * KG * ncol"),
+        par=par_call(ctx),
         setup=[], channel_setup=[], lo="0", hi="0", dot=dot, cstride="KG" if dot else "1",
     )
     if quantized:

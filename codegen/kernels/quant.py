@@ -24,7 +24,8 @@ from onnxc.passes.shapes.quant_layout import (
 )
 
 from .base import KernelCtx, Operand, kernel
-from .nncommon import omp_for, prod
+from .nncommon import prod
+from .parfor import par_for
 
 LOWP = {DType.FLOAT8E4M3FN: "f8e4m3fn", DType.FLOAT8E4M3FNUZ: "f8e4m3fnuz", DType.FLOAT8E5M2: "f8e5m2",
         DType.FLOAT8E5M2FNUZ: "f8e5m2fnuz", DType.FLOAT4E2M1: "f4e2m1", DType.FLOAT8E8M0: "f8e8m0"}
@@ -70,6 +71,9 @@ def _accepts(node: Node) -> str | None:
     return lowp_reason(node, _types(node))
 
 
+_BLOCK = 1 << 14  # elements of one block of the flat (per-tensor) loop on the pool
+
+
 # -- the loop nest ----------------------------------------------------------------------------------
 
 def _checks(ctx: KernelCtx, lay: QLayout) -> list[str]:
@@ -110,24 +114,25 @@ def _nest(ctx: KernelCtx, lay: QLayout, params: list[str], elem: str) -> str:
 
     body = f"out0[e] = {elem.replace('xv', 'in0[e]')};"
     lines = _checks(ctx, lay)
+    # on the runtime's pool: blocks of the flat loop, or rows along the quantization axis
     if lay.kind == "tensor":
-        lines += [f"const int64_t n = {x.numel()};", decl("0"), omp_for("n"),
-                  "for (int64_t e = 0; e < n; e++) " + body]
+        head = [f"const int64_t n = {x.numel()};", decl("0")]
+        loop = [f"const int64_t el = b_ * {_BLOCK}, eh = el + {_BLOCK} < n ? el + {_BLOCK} : n;",
+                "for (int64_t e = el; e < eh; e++) " + body]
+        lines += head + par_for(ctx, "b_", f"(n + {_BLOCK - 1}) / {_BLOCK}", loop, work="n", head=head)
         return "\n".join(lines + ["return 0;"])
     dims = x.dims
     outer, mid, inner = prod(dims[:lay.axis]), dims[lay.axis], prod(dims[lay.axis + 1:])
-    lines += [f"const int64_t O = {outer}, A = {mid}, I = {inner};", "(void)O;",
-              omp_for("O * A * I"),
-              "for (int64_t oa = 0; oa < O * A; oa++) {",
-              "    const int64_t a = oa % A, base = oa * I;"]
+    head = [f"const int64_t O = {outer}, A = {mid}, I = {inner};", "(void)O;"]
+    loop = ["    const int64_t a = oa % A, base = oa * I;"]
     if lay.kind == "axis":
-        lines += ["    " + decl("a"), "    for (int64_t i = 0, e = base; i < I; i++, e++) " + body]
+        loop += ["    " + decl("a"), "    for (int64_t i = 0, e = base; i < I; i++, e++) " + body]
     else:
         s = ctx.ins[1]
-        lines += [f"    const int64_t srow = ((oa / A) * ({s.dims[lay.axis]}) + a / {lay.block}) * I;",
-                  "    for (int64_t i = 0, e = base; i < I; i++, e++) {",
-                  "        " + decl("srow + i"), "        " + body, "    }"]
-    lines.append("}")
+        loop += [f"    const int64_t srow = ((oa / A) * ({s.dims[lay.axis]}) + a / {lay.block}) * I;",
+                 "    for (int64_t i = 0, e = base; i < I; i++, e++) {",
+                 "        " + decl("srow + i"), "        " + body, "    }"]
+    lines += head + par_for(ctx, "oa", "O * A", loop, work="O * A * I", head=head)
     return "\n".join(lines + ["return 0;"])
 
 

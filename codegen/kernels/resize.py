@@ -28,7 +28,7 @@ from . import dynshape as ds
 from . import half
 from .base import KernelCtx, kernel
 from .copyutil import clit, cprod
-from .nncommon import omp_for
+from .parfor import PAR_GRAIN, par_for
 from .typesets import ARITH, MOVABLE
 
 _MODES = {"nearest": "ONNXC_RZ_NEAREST", "linear": "ONNXC_RZ_LINEAR", "cubic": "ONNXC_RZ_CUBIC"}
@@ -47,46 +47,58 @@ _INT_RANGE = {DType.INT8: ("INT8_MIN", "INT8_MAX"), DType.UINT8: ("0", "UINT8_MA
 # One separable pass of compute type {T} over a tensor viewed as [outer, in, inner] -> [outer, out, inner],
 # and the driver running the passes of every changing axis (shrinking ones first).
 PASS_C = """\\
-static void onnxc_resize_pass_{T}(int threads, const {T} *restrict src, {T} *restrict dst, int64_t outer,
-                                 int64_t inner, const onnxc_resize_axis *ax, const {T} *restrict wt, {T} ev) {{
+typedef struct {{
+    const {T} *src;
+    {T} *dst;
+    int64_t outer, inner, n, chunks;
+    const onnxc_resize_axis *ax;
+    const {T} *wt;
+    {T} ev;
+}} onnxc_resize_pass_{T}_args;
+
+/* the innermost axis: one dot product per output element, rows b in [lo, hi) */
+static void onnxc_resize_dots_{T}(const onnxc_resize_pass_{T}_args *a, int64_t lo, int64_t hi) {{
+    const onnxc_resize_axis *ax = a->ax;
     const int64_t n_in = ax->in, n_out = ax->out;
     const int taps = ax->taps;
     const int64_t *restrict idx = ax->idx;
-    (void)threads;
-    if (inner == 1) {{ /* the innermost axis: one dot product per output element */
-        #pragma omp parallel for num_threads(threads) if (threads > 1 && outer * n_out * taps >= 262144) /* nncommon.PAR_WORK_MIN */
-        for (int64_t b = 0; b < outer; b++) {{
-            const {T} *restrict s = src + b * n_in;
-            {T} *restrict d = dst + b * n_out;
-            if (taps == 2) {{
-                for (int64_t o = 0; o < n_out; o++)
-                    d[o] = wt[2 * o] * s[idx[2 * o]] + wt[2 * o + 1] * s[idx[2 * o + 1]];
-            }} else if (taps == 4) {{
-                for (int64_t o = 0; o < n_out; o++) {{
-                    const int64_t *ix = idx + 4 * o;
-                    const {T} *w = wt + 4 * o;
-                    d[o] = w[0] * s[ix[0]] + w[1] * s[ix[1]] + w[2] * s[ix[2]] + w[3] * s[ix[3]];
-                }}
-            }} else {{
-                for (int64_t o = 0; o < n_out; o++) {{
-                    {T} acc = 0;
-                    for (int t = 0; t < taps; t++) acc += wt[o * taps + t] * s[idx[o * taps + t]];
-                    d[o] = acc;
-                }}
+    const {T} *restrict wt = a->wt;
+    for (int64_t b = lo; b < hi; b++) {{
+        const {T} *restrict s = a->src + b * n_in;
+        {T} *restrict d = a->dst + b * n_out;
+        if (taps == 2) {{
+            for (int64_t o = 0; o < n_out; o++)
+                d[o] = wt[2 * o] * s[idx[2 * o]] + wt[2 * o + 1] * s[idx[2 * o + 1]];
+        }} else if (taps == 4) {{
+            for (int64_t o = 0; o < n_out; o++) {{
+                const int64_t *ix = idx + 4 * o;
+                const {T} *w = wt + 4 * o;
+                d[o] = w[0] * s[ix[0]] + w[1] * s[ix[1]] + w[2] * s[ix[2]] + w[3] * s[ix[3]];
             }}
-            if (ax->any_ext)
-                for (int64_t o = 0; o < n_out; o++) if (ax->ext[o]) d[o] = ev;
+        }} else {{
+            for (int64_t o = 0; o < n_out; o++) {{
+                {T} acc = 0;
+                for (int t = 0; t < taps; t++) acc += wt[o * taps + t] * s[idx[o * taps + t]];
+                d[o] = acc;
+            }}
         }}
-        return;
+        if (ax->any_ext)
+            for (int64_t o = 0; o < n_out; o++) if (ax->ext[o]) d[o] = a->ev;
     }}
-    const int64_t rows = outer * n_out; /* otherwise: weighted sums of whole input rows */
-    #pragma omp parallel for num_threads(threads) if (threads > 1 && rows * inner * taps >= 262144) /* nncommon.PAR_WORK_MIN */
-    for (int64_t bo = 0; bo < rows; bo++) {{
+}}
+
+/* an outer axis: output rows bo = (b, o) in [lo, hi), weighted sums of whole input rows */
+static void onnxc_resize_rows_{T}(const onnxc_resize_pass_{T}_args *a, int64_t lo, int64_t hi) {{
+    const onnxc_resize_axis *ax = a->ax;
+    const int64_t n_in = ax->in, n_out = ax->out, inner = a->inner;
+    const int taps = ax->taps;
+    const {T} ev = a->ev;
+    for (int64_t bo = lo; bo < hi; bo++) {{
         const int64_t b = bo / n_out, o = bo - b * n_out;
-        const {T} *restrict s = src + b * n_in * inner;
-        {T} *restrict d = dst + bo * inner;
-        const int64_t *ix = idx + o * taps;
-        const {T} *w = wt + o * taps;
+        const {T} *restrict s = a->src + b * n_in * inner;
+        {T} *restrict d = a->dst + bo * inner;
+        const int64_t *ix = ax->idx + o * taps;
+        const {T} *w = a->wt + o * taps;
         if (ax->ext[o]) {{
             for (int64_t i = 0; i < inner; i++) d[i] = ev;
         }} else if (taps == 2) {{
@@ -107,6 +119,26 @@ static void onnxc_resize_pass_{T}(int threads, const {T} *restrict src, {T} *res
             }}
         }}
     }}
+}}
+
+static void onnxc_resize_chunk_{T}(void *p, int64_t c, int slot) {{
+    const onnxc_resize_pass_{T}_args *a = (const onnxc_resize_pass_{T}_args *)p;
+    const int64_t lo = a->n * c / a->chunks, hi = a->n * (c + 1) / a->chunks;
+    (void)slot;
+    if (a->inner == 1) onnxc_resize_dots_{T}(a, lo, hi);
+    else onnxc_resize_rows_{T}(a, lo, hi);
+}}
+
+/* One pass over [outer, in, inner] -> [outer, out, inner]: rows (or, on the innermost axis, outer
+   slices) in chunks on the runtime's pool from PAR_WORK_MIN (1 << 18) multiply-adds. */
+static void onnxc_resize_pass_{T}(int threads, const {T} *restrict src, {T} *restrict dst, int64_t outer,
+                                 int64_t inner, const onnxc_resize_axis *ax, const {T} *restrict wt, {T} ev) {{
+    onnxc_resize_pass_{T}_args a = {{src, dst, outer, inner, inner == 1 ? outer : outer * ax->out, 1, ax, wt, ev}};
+    const int64_t k = onnxc_chunks(threads, (double)a.n * (double)inner * (double)ax->taps * (inner == 1 ? (double)ax->out : 1.0),
+                                   {grain});
+    a.chunks = k < a.n ? k : (a.n > 1 ? a.n : 1);
+    if (a.chunks <= 1) onnxc_resize_chunk_{T}(&a, 0, 0);
+    else onnxc_parallel(threads, a.chunks, onnxc_resize_chunk_{T}, &a);
 }}
 
 static int onnxc_resize_separable_{T}(onnxc_rt *rt, const char *who, const {T} *x, {T} *y, int rank,
@@ -153,7 +185,7 @@ static int onnxc_resize_separable_{T}(onnxc_rt *rt, const char *who, const {T} *
             return onnxc_fail(rt, ONNXC_ERR_MEMORY, "%s: out of memory for resize weights", who);
         }}
         for (int64_t j = 0; j < nw; j++) wt[j] = ({T})ax[a].w[j];
-        onnxc_resize_pass_{T}(onnxc_omp_threads(rt), k ? tmp[(k - 1) & 1] : x, k == n - 1 ? y : tmp[k & 1], outer, inner,
+        onnxc_resize_pass_{T}(rt->threads, k ? tmp[(k - 1) & 1] : x, k == n - 1 ? y : tmp[k & 1], outer, inner,
                               &ax[a], wt, ev);
         free(wt);
         cur[a] = ax[a].out;
@@ -255,13 +287,11 @@ def _nearest(ctx: KernelCtx, spec: ResizeSpec) -> list[str]:
     xs, ct = x.strides(), x.ctype
     blk = cprod(x.dims[k:]) if k < r else "1"
     row_axis = k - 2  # -1: a single row
-    lines = [f"const {ct} ev = {_ev_stored(spec, x.dtype)};", f"const int64_t blk = {blk}, L = dout[{k - 1}];",
-             f"const int64_t R = {f'dout[{row_axis}]' if row_axis >= 0 else '1'}, row = L * blk, plane = R * row;",
-             f"const int64_t planes = {' * '.join(f'dout[{a}]' for a in range(max(row_axis, 0))) or '1'};",
-             f"const int64_t *restrict ixl = ax[{k - 1}].idx;",
-             omp_for("planes * plane"),
-             "for (int64_t pl = 0; pl < planes; pl++) {",
-             f"{ct} *restrict dp = out0 + pl * plane;",
+    head = [f"const {ct} ev = {_ev_stored(spec, x.dtype)};", f"const int64_t blk = {blk}, L = dout[{k - 1}];",
+            f"const int64_t R = {f'dout[{row_axis}]' if row_axis >= 0 else '1'}, row = L * blk, plane = R * row;",
+            f"const int64_t planes = {' * '.join(f'dout[{a}]' for a in range(max(row_axis, 0))) or '1'};",
+            f"const int64_t *restrict ixl = ax[{k - 1}].idx;"]
+    lines = [f"{ct} *restrict dp = out0 + pl * plane;",
              "int64_t rem = pl, base = 0, s; int ext = 0;"]
     for a in range(row_axis - 1, -1, -1):
         lines += [f"s = ax[{a}].idx[rem % dout[{a}]]; rem /= dout[{a}];",
@@ -282,8 +312,12 @@ def _nearest(ctx: KernelCtx, spec: ResizeSpec) -> list[str]:
         lines += ["for (int64_t j = 0; j < L; j++) {", "const int64_t sj = ixl[j];",
                   "if (sj < 0) { for (int64_t t = 0; t < blk; t++) drow[j * blk + t] = ev; }",
                   f"else memcpy(drow + j * blk, srow + sj * blk, (size_t)blk * sizeof({ct}));", "}"]
-    lines += ["}", "}"]
-    return lines
+    lines += ["}"]
+    # the planes on the runtime's pool; the tables and output dims are the kernel's locals
+    caps = [("const onnxc_resize_axis *", "ax"), ("const int64_t *", "dout")]
+    if any("din[" in ln for ln in head + lines):
+        caps.append(("const int64_t *", "din"))
+    return [*head, *par_for(ctx, "pl", "planes", lines, work="planes * plane", head=head, captures=caps)]
 
 
 def _store_int(ctx: KernelCtx, dt: DType) -> str:
@@ -303,7 +337,7 @@ def _separable(ctx: KernelCtx, spec: ResizeSpec) -> list[str]:
     dt = x.dtype
     ct = DType.DOUBLE if dt == DType.DOUBLE or dt in _INT_RANGE else DType.FLOAT
     T = ct.c
-    ctx.helper(f"onnxc_resize_pass_{T}", PASS_C.format(T=T))
+    ctx.helper(f"onnxc_resize_pass_{T}", PASS_C.format(T=T, grain=PAR_GRAIN))
     ev = clit(spec.extrapolation, ct)
     call = f"onnxc_resize_separable_{T}(rt, {ds.who(ctx)}, {{src}}, {{dst}}, {spec.rank}, din, ax, {ev})"
     if dt == ct:

@@ -165,3 +165,23 @@ def test_against_numpy_identity_taps():
         opset_imports=[helper.make_opsetid("", 21)])
     got = onnxc.compile(m).run({"x": x})["y"]
     np.testing.assert_allclose(got, x * np.arange(1, 6, dtype=np.float32)[None, :, None, None], rtol=1e-6)
+
+
+@pytest.mark.parametrize("path,xs,ws,attrs", [
+    ("phased", [1, 32, 56, 56], [32, 1, 3, 3], {"pads": [1, 1, 1, 1]}),
+    ("phased", [2, 24, 57, 55], [48, 1, 5, 5], {"pads": [2, 2, 2, 2], "strides": [2, 2]}),  # multiplier 2
+    ("rows", [1, 8, 16, 18, 17], [8, 1, 3, 3, 3], {"pads": [1, 1, 1, 1, 1, 1]}),
+])
+@pytest.mark.parametrize("symbolic", [False, True])
+def test_pool_threads_match_one_thread(path, xs, ws, attrs, symbolic):
+    """Large enough for the runtime's pool (chunks of (batch, channel) planes, per-thread scratch): the
+    2-thread build matches onnx.reference and, bit for bit, the 1-thread build."""
+    decl = ["N", *xs[1:]] if symbolic else None
+    m, ref, feeds = _model(xs, ws, np.float32, True, True, "Relu", None, decl, dict(attrs, group=xs[1]))
+    one, two = onnxc.compile(m, threads=1), onnxc.compile(m, threads=2)
+    assert "onnxc_parallel(" in two.c_source and "omp parallel" not in two.c_source
+    assert (PHASED in two.c_source) == (path == "phased")
+    want = ReferenceEvaluator(ref).run(None, feeds)[0]
+    got = two.run(feeds)["y"]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    np.testing.assert_array_equal(got, one.run(feeds)["y"])

@@ -282,3 +282,37 @@ def test_epilogue_two_threads_no_bias(path):
     xs = [2, *xs[1:]]
     check_conv(path, xs, [40, *ws[1:]], bias=False, residual=True, act="Relu", threads=2,
                x_decl=["N", *xs[1:]], **attrs)
+
+
+def _plain_gemm_model(op: str, xs: list, ws: list, dtype, x_decl: list | None, **attrs):
+    """A one-node Conv / ConvTranspose model (weights and bias initializers) and its feed."""
+    tp = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    w = (RNG.standard_normal(ws) / np.sqrt(np.prod(ws[1:]))).astype(dtype)
+    nb = ws[0] if op == "Conv" else ws[1] * attrs.get("group", 1)
+    inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(RNG.standard_normal(nb).astype(dtype), "b")]
+    m = helper.make_model(helper.make_graph(
+        [helper.make_node(op, ["x", "w", "b"], ["y"], **attrs)], "m",
+        [helper.make_tensor_value_info("x", tp, x_decl or xs)], [helper.make_tensor_value_info("y", tp, None)],
+        inits), opset_imports=[helper.make_opsetid("", 21)])
+    return m, {"x": RNG.standard_normal(xs).astype(dtype)}
+
+
+@pytest.mark.parametrize("op,xs,ws,dtype,attrs", [
+    # sizes: at least PAR_WORK_MIN (1 << 18) of work per parallel loop (KG * ncol, Mg * KK * ncol)
+    ("Conv", [1, 16, 48, 48], [24, 16, 3, 3], np.float64, {"pads": [1, 1, 1, 1]}),
+    ("Conv", [1, 32, 60, 64], [12, 16, 3, 3], np.float64, {"pads": [1, 0, 1, 2], "strides": [1, 2], "group": 2}),
+    ("ConvTranspose", [1, 16, 32, 32], [16, 32, 3, 3], np.float32, {"strides": [2, 2], "pads": [1, 1, 0, 0]}),
+    ("ConvTranspose", [2, 8, 44, 44], [8, 16, 3, 3], np.float64, {"dilations": [2, 1]}),
+])
+@pytest.mark.parametrize("symbolic", [False, True])
+def test_plain_gemm_paths_two_threads(op, xs, ws, dtype, attrs, symbolic):
+    """The im2col rows (Conv on the plain GEMM: double) and ConvTranspose's col2im channels on the runtime's
+    pool: two threads match onnx.reference and, bit for bit, one thread."""
+    m, feeds = _plain_gemm_model(op, xs, ws, dtype, ["N", *xs[1:]] if symbolic else None, **attrs)
+    one, two = onnxc.compile(m, threads=1), onnxc.compile(m, threads=2)
+    assert "onnxc_parallel(" in two.c_source and "omp parallel" not in two.c_source
+    got = two.run(feeds)["y"]
+    want = ReferenceEvaluator(m).run(None, feeds)[0]
+    tol = 1e-10 if dtype == np.float64 else 1e-4
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+    np.testing.assert_array_equal(got, one.run(feeds)["y"])

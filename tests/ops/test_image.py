@@ -18,7 +18,7 @@ import onnxc
 from onnxc.ir import ShapeError
 from onnxc.ir.errors import OnnxcError
 
-from .util import check_node, node_model
+from .util import check_node, node_model, reference
 
 rng = np.random.default_rng(11)
 F32 = np.float32
@@ -195,6 +195,25 @@ def test_symbolic_batch_with_runtime_scales_and_sizes():
         _resize(_x(n, 2, 5, 7), [1, 1, 1.3, 0.4], mode="cubic", shapes=shapes)
         _resize(_x(n, 2, 5, 7), sizes=[n, 2, 2, 11], mode="linear", shapes=shapes)
         _resize(_x(n, 2, 5, 7), [1, 1, 0.6, 1.9], mode="nearest", const=("scales",), shapes=shapes)
+
+
+@pytest.mark.parametrize("mode,scales", [("nearest", [1, 1, 2, 2]), ("linear", [1, 1, 2, 1.5]),
+                                         ("cubic", [1, 1, 0.5, 2]), ("linear", [1, 1, 1, 2])])
+@pytest.mark.parametrize("const", [True, False])
+def test_two_threads_match_one_thread(mode, scales, const):
+    """Large enough for the runtime's pool at batch 1 (nearest: output planes; linear / cubic: each pass's
+    rows or innermost dot products): two threads match onnx.reference and, bit for bit, one thread; with
+    run-time scales the batch is symbolic."""
+    x = _x(1, 16, 64, 64)
+    inputs = {"x": x, "roi": None, "scales": np.array(scales, F32)}
+    m = node_model("Resize", inputs, opset=19, const_inputs=("scales",) if const else (),
+                   input_shapes=None if const else {"x": ["N", 16, 64, 64]}, mode=mode)
+    feeds = {"x": x} if const else {"x": x, "scales": inputs["scales"]}
+    one, two = onnxc.compile(m, threads=1), onnxc.compile(m, threads=2)
+    assert "onnxc_parallel(" in two.c_source and "omp parallel" not in two.c_source
+    got = two.run(feeds)["y0"]
+    np.testing.assert_allclose(got, reference(m, feeds)[0], **TOL)
+    np.testing.assert_array_equal(got, one.run(feeds)["y0"])
 
 
 def test_runtime_errors_name_the_node():

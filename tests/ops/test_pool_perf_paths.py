@@ -2,7 +2,7 @@
 onnx.reference (or onnxruntime where the reference deviates: count_include_pad with ceil_mode):
 interior rows (one unrolled pass) against border rows (clipped taps), unit and larger strides,
 ceil_mode, dilations, count_include_pad, wide kernels (a tap loop instead of unrolled taps), many
-channels on two OpenMP threads, MaxPool Indices with ties, symbolic dims, and other element types."""
+channels on two threads (the runtime's pool, bit-identical to one thread), MaxPool Indices with ties, symbolic dims, and other element types."""
 
 from __future__ import annotations
 
@@ -110,7 +110,7 @@ def test_interior_rows_take_the_unrolled_pass():
 def test_many_channels_two_threads(op):
     x = _f(2, 256, 14, 14)
     c = _run(op, x, threads=2, kernel_shape=[3, 3], strides=[1, 1], pads=[1, 1, 1, 1])
-    assert "#pragma omp parallel" in c.c_source
+    assert "onnxc_parallel(" in c.c_source and "omp parallel" not in c.c_source
     _run(op, x, threads=2, kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1, ref="ort")
 
 
@@ -150,6 +150,29 @@ def test_symbolic_dims_two_threads():
         _run(op, x, threads=2, input_shapes=shapes, kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1],
              ceil_mode=1)
         _run(op, x, threads=2, input_shapes=shapes, kernel_shape=[3, 2], auto_pad="SAME_UPPER")
+
+
+@pytest.mark.parametrize("op,n_outputs,attrs", [
+    ("MaxPool", 1, {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ("MaxPool", 2, {"kernel_shape": [3, 3], "strides": [1, 1], "pads": [1, 1, 1, 1]}),
+    ("AveragePool", 1, {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1], "ceil_mode": 1}),
+    ("AveragePool", 1, {"kernel_shape": [2, 2], "strides": [2, 2], "count_include_pad": 1, "pads": [1, 1, 0, 0]}),
+    ("LpPool", 1, {"kernel_shape": [3, 3], "strides": [1, 1], "pads": [1, 1, 1, 1]}),
+    ("GlobalAveragePool", 1, {}), ("GlobalMaxPool", 1, {}), ("GlobalLpPool", 1, {}),
+])
+@pytest.mark.parametrize("symbolic", [False, True])
+def test_pool_threads_match_one_thread(op, n_outputs, attrs, symbolic):
+    """Large enough for the runtime's pool at batch 1 (per-thread row buffers): two threads match the
+    reference and, bit for bit, one thread."""
+    x = rng.integers(0, 5, (1, 64, 64, 64)).astype(np.float32) if n_outputs == 2 else _f(1, 64, 64, 64)
+    shapes = {"x": ["N", 64, "H", "W"]} if symbolic else None
+    ref = "ort" if n_outputs == 2 or attrs.get("count_include_pad") or op == "GlobalLpPool" else "onnx"
+    two = _run(op, x, n_outputs=n_outputs, threads=2, ref=ref, input_shapes=shapes, **attrs)
+    assert "onnxc_parallel(" in two.c_source and "omp parallel" not in two.c_source
+    one = onnxc.compile(node_model(op, {"x": x}, n_outputs, 19, input_shapes=shapes, **attrs), threads=1)
+    want, got = one.run({"x": x}), two.run({"x": x})
+    for k in want:
+        np.testing.assert_array_equal(got[k], want[k])
 
 
 def test_other_element_types():

@@ -363,20 +363,47 @@ def test_qlinear_conv_1d_3d_symbolic():
               input_shapes={"x": ["N", *xs[1:]]}, **attrs)
 
 
-def test_threaded_kernels_match_reference():
-    """OpenMP paths (row blocks of the integer GEMM, im2col rows, Q/DQ rows) give the reference results."""
-    cases = [
-        ("QLinearMatMul", qmm_inputs(np.uint8, np.int8, np.uint8, (3, 70, 130), (130, 90), col=True, row=True), {}),
-        ("QLinearConv", qconv_inputs(np.uint8, np.int8, np.int8, (2, 16, 40, 40), (32, 16, 3, 3), True, True),
-         {"pads": [1, 1, 1, 1]}),
-        ("QuantizeLinear", {"x": f32(8, 300, 100), "s": np.full(300, 0.3, np.float32), "z": q8(np.int8, 300)},
-         {"axis": 1}),
-    ]
-    for op, inputs, attrs in cases:
-        model = node_model(op, inputs, 1, 21 if op == "QuantizeLinear" else 10, **attrs)
-        feeds = {k: v for k, v in inputs.items() if v is not None}
-        got = onnxc.compile(model, threads=2).run(feeds)["y0"]
-        assert_same(got, reference(model, feeds)[0])
+THREADED = [  # large enough for the runtime's pool (PAR_WORK_MIN = 1 << 18 work units per loop)
+    ("QLinearMatMul", lambda: qmm_inputs(np.uint8, np.int8, np.uint8, (2, 300, 512), (512, 300), col=True, row=True),
+     {}, {"a": ["N", 300, 512]}),
+    ("MatMulInteger", lambda: {"A": q8(np.uint8, 2, 300, 512), "B": q8(np.int8, 512, 300), "za": q8(np.uint8),
+                               "zb": q8(np.int8, 300)}, {}, {"A": ["N", 300, 512]}),
+    ("QLinearConv", lambda: qconv_inputs(np.uint8, np.int8, np.int8, (1, 16, 48, 48), (32, 16, 3, 3), True, True),
+     {"pads": [1, 1, 1, 1]}, {"x": ["N", 16, 48, 48]}),  # long dot products: transposed columns, GEMM
+    ("QLinearConv", lambda: qconv_inputs(np.uint8, np.uint8, np.uint8, (1, 4, 192, 192), (8, 1, 3, 3), False, True),
+     {"pads": [1, 1, 1, 1], "group": 4}, {"x": ["N", 4, 192, 192]}),  # short ones (KG < DOT_MIN_K): a sweep per tap
+    ("ConvInteger", lambda: {"x": q8(np.uint8, 1, 16, 48, 48), "w": q8(np.int8, 32, 16, 3, 3), "xz": q8(np.uint8),
+                             "wz": q8(np.int8)}, {"pads": [1, 1, 1, 1]}, {"x": ["N", 16, 48, 48]}),
+    ("ConvInteger", lambda: {"x": q8(np.int8, 1, 4, 192, 192), "w": q8(np.int8, 8, 1, 3, 3)},
+     {"pads": [1, 1, 1, 1], "group": 4}, {"x": ["N", 4, 192, 192]}),
+    ("QuantizeLinear", lambda: {"x": f32(8, 300, 128), "s": np.full(300, 0.3, np.float32), "z": q8(np.int8, 300)},
+     {"axis": 1}, {"x": ["N", 300, 128]}),
+    ("QuantizeLinear", lambda: {"x": f32(1, 600, 512), "s": np.float32(0.3), "z": np.uint8(7)}, {},
+     {"x": ["N", 600, "W"]}),
+    ("QuantizeLinear", lambda: {"x": f32(64, 4096), "s": RNG.random((64, 128)).astype(np.float32) + 0.1},
+     {"axis": 1, "block_size": 32}, {"x": ["N", 4096], "s": ["N", 128]}),
+    ("DequantizeLinear", lambda: {"x": q8(np.int8, 1, 600, 512), "s": np.float32(0.3), "z": np.int8(-3)}, {},
+     {"x": ["N", 600, 512]}),
+    ("DequantizeLinear", lambda: {"x": q8(np.uint8, 4, 256, 300), "s": np.full(256, 0.2, np.float32),
+                                  "z": q8(np.uint8, 256)}, {"axis": 1}, {"x": [4, "C", 300], "s": ["C"], "z": ["C"]}),
+]
+
+
+@pytest.mark.parametrize("case", range(len(THREADED)))
+@pytest.mark.parametrize("symbolic", [False, True])
+def test_threaded_kernels_match_reference(case, symbolic):
+    """The runtime's pool paths (im2col rows, output channels, integer GEMM operand preparation and
+    requantization, Q/DQ rows and blocks) give the reference results and, bit for bit, the 1-thread ones."""
+    op, make, attrs, shapes = THREADED[case]
+    inputs = make()
+    opset = 21 if op in ("QuantizeLinear", "DequantizeLinear") else 10
+    model = node_model(op, inputs, 1, opset, input_shapes=shapes if symbolic else None, **attrs)
+    feeds = {k: v for k, v in inputs.items() if v is not None}
+    one, two = onnxc.compile(model, threads=1), onnxc.compile(model, threads=2)
+    assert "onnxc_parallel(" in two.c_source and "omp parallel" not in two.c_source
+    got = two.run(feeds)["y0"]
+    assert_same(got, reference(model, feeds)[0])
+    assert_same(got, one.run(feeds)["y0"])
 
 
 @pytest.mark.parametrize("op,inputs,attrs,match", [
