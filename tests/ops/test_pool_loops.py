@@ -1,0 +1,82 @@
+"""Row-wise kernels (normalization, softmax, attention, reduction, MatMul/Einsum batches, signal, sampling)
+on the runtime's pool (codegen/kernels/parfor.py) when a model is built for several threads: the pool path
+is taken for large work, no OpenMP region is left, and the results equal the one-thread build exactly
+(each chunk writes its own rows) and the reference, for static and symbolic shapes."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+
+import onnxc
+
+from .util import node_model, reference
+
+rng = np.random.default_rng(16)
+
+
+def rand(*shape, dtype=np.float32) -> np.ndarray:
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def check_pool(model, feeds: dict[str, np.ndarray], *, rtol: float = 1e-4, atol: float = 1e-5,
+               want: list[np.ndarray] | None = None, exact: bool = True, use_ort: bool = False) -> str:
+    """Compile at threads=1 and 2; the 2-thread C runs its loops on the pool (onnxc_parallel), and its
+    outputs equal the 1-thread ones (bit for bit when ``exact``) and the reference (onnx.reference, or
+    onnxruntime with ``use_ort``, or ``want``). Returns the C."""
+    two = onnxc.compile(model, threads=2)
+    one = onnxc.compile(model, threads=1)
+    assert "onnxc_parallel(" in two.c_source
+    assert "omp parallel" not in two.c_source and "onnxc_omp_threads" not in two.c_source
+    got2, got1 = two.run(feeds), one.run(feeds)
+    if want is None and use_ort:  # outputs typed as the first input (node_model leaves them untyped)
+        for o in model.graph.output:
+            o.type.tensor_type.elem_type = onnx.helper.np_dtype_to_tensor_dtype(next(iter(feeds.values())).dtype)
+        want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    want = reference(model, feeds) if want is None else want
+    for i, w in enumerate(want):
+        name = f"y{i}"
+        if exact:
+            np.testing.assert_array_equal(got2[name], got1[name])
+        else:
+            np.testing.assert_allclose(got2[name], got1[name], rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(got2[name], np.asarray(w), rtol=rtol, atol=atol)
+    return two.c_source
+
+
+SYM = {"x": ["N", "C", "H", "W"]}
+
+
+@pytest.mark.parametrize("shapes", [None, SYM])
+def test_batch_norm(shapes):
+    x = rand(4, 32, 48, 48)
+    c = [rand(32), rand(32), rand(32), np.abs(rand(32)) + 0.5]
+    m = node_model("BatchNormalization", {"x": x, "s": c[0], "b": c[1], "m": c[2], "v": c[3]},
+                   input_shapes=shapes, const_inputs=("s", "b", "m", "v"))
+    check_pool(m, {"x": x})
+
+
+@pytest.mark.parametrize("shapes", [None, SYM])
+def test_instance_norm(shapes):
+    x = rand(2, 64, 48, 48)
+    m = node_model("InstanceNormalization", {"x": x, "s": rand(64), "b": rand(64)}, input_shapes=shapes,
+                   const_inputs=("s", "b"))
+    check_pool(m, {"x": x})
+
+
+@pytest.mark.parametrize("shapes", [None, {"x": ["B", "T", 768]}])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_layer_norm(shapes, dtype):
+    x = rand(4, 128, 768, dtype=dtype)
+    m = node_model("LayerNormalization", {"x": x, "s": rand(768, dtype=dtype), "b": rand(768, dtype=dtype)},
+                   n_outputs=3, input_shapes=shapes, const_inputs=("s", "b"), axis=-1)
+    check_pool(m, {"x": x})
+
+
+@pytest.mark.parametrize("shapes", [None, SYM])
+def test_lrn(shapes):
+    x = rand(2, 32, 40, 40)
+    m = node_model("LRN", {"x": x}, input_shapes=shapes, size=5, alpha=1e-3, beta=0.75, bias=1.0)
+    check_pool(m, {"x": x}, use_ort=True)  # onnx.reference's LRN deviates from the spec
