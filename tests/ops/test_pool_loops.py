@@ -80,3 +80,14 @@ def test_lrn(shapes):
     x = rand(2, 32, 40, 40)
     m = node_model("LRN", {"x": x}, input_shapes=shapes, size=5, alpha=1e-3, beta=0.75, bias=1.0)
     check_pool(m, {"x": x}, use_ort=True)  # onnx.reference's LRN deviates from the spec
+
+
+@pytest.mark.parametrize("shapes", [None, {"x": ["B", "T", 512]}])
+@pytest.mark.parametrize("op, dtype", [("Softmax", np.float32), ("LogSoftmax", np.float32), ("Hardmax", np.float32),
+                                       ("Softmax", np.float64), ("Softmax", np.float16),
+                                       ("LogSoftmax", np.float16)])
+def test_softmax_rows(op, dtype, shapes):
+    x = rand(4, 256, 512, dtype=dtype)
+    m = node_model(op, {"x": x}, input_shapes=shapes, axis=-1)
+    tol = {"rtol": 2e-3, "atol": 2e-3} if dtype == np.float16 else {}
+    check_pool(m, {"x": x}, **tol)
