@@ -91,3 +91,24 @@ def test_softmax_rows(op, dtype, shapes):
     m = node_model(op, {"x": x}, input_shapes=shapes, axis=-1)
     tol = {"rtol": 2e-3, "atol": 2e-3} if dtype == np.float16 else {}
     check_pool(m, {"x": x}, **tol)
+
+
+@pytest.mark.parametrize("shapes", [None, {"x": ["A", "B", "C"]}])
+@pytest.mark.parametrize("op, axes, dtype", [("ReduceSum", [2], np.float32), ("ReduceMean", [1], np.float32),
+                                             ("ReduceMax", [1], np.int32), ("ReduceL2", [2], np.float64),
+                                             ("ReduceLogSumExp", [1], np.float32),
+                                             ("ReduceSum", [1], np.float16)])
+def test_reduce_kept_outer_axis(op, axes, dtype, shapes):
+    """The outermost kept block is split on the pool: each thread writes its own outputs."""
+    x = (rand(64, 96, 80) * (10 if dtype == np.int32 else 1)).astype(dtype)
+    m = node_model(op, {"x": x, "axes": np.array(axes, np.int64)}, input_shapes=shapes, const_inputs=("axes",),
+                   opset=18)
+    tol = {"rtol": 2e-2, "atol": 2e-1} if dtype == np.float16 else {}
+    check_pool(m, {"x": x}, **tol)
+
+
+@pytest.mark.parametrize("shapes", [None, {"x": ["A", "B", "C"]}])
+def test_mean_variance_normalization(shapes):
+    x = rand(48, 96, 80)
+    m = node_model("MeanVarianceNormalization", {"x": x}, input_shapes=shapes, axes=[1, 2])
+    check_pool(m, {"x": x}, use_ort=True)
