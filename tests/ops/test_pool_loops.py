@@ -112,3 +112,15 @@ def test_mean_variance_normalization(shapes):
     x = rand(48, 96, 80)
     m = node_model("MeanVarianceNormalization", {"x": x}, input_shapes=shapes, axes=[1, 2])
     check_pool(m, {"x": x}, use_ort=True)
+
+
+@pytest.mark.parametrize("sa, sb, shapes", [((64, 16, 24), (64, 24, 20), None),
+                                            ((8, 8, 16, 24), (8, 1, 24, 20), {"a": ["B", 8, 16, 24]}),
+                                            ((6, 5, 16, 24), (5, 24, 20), {"a": ["B", "H", 16, 24], "b": ["H", 24, 20]})])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.float16])
+def test_batched_matmul_small_matrices(sa, sb, shapes, dtype):
+    """Small matrices of a batch go to the pool one batch range per chunk (the GEMM runs on one thread)."""
+    a, b = (rand(*sa) * 4).astype(dtype), (rand(*sb) * 4).astype(dtype)
+    m = node_model("MatMul", {"a": a, "b": b}, input_shapes=shapes)
+    tol = {"rtol": 1e-2, "atol": 1e-1} if dtype == np.float16 else {}
+    check_pool(m, {"a": a, "b": b}, **tol)
