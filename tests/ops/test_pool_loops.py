@@ -124,3 +124,15 @@ def test_batched_matmul_small_matrices(sa, sb, shapes, dtype):
     m = node_model("MatMul", {"a": a, "b": b}, input_shapes=shapes)
     tol = {"rtol": 1e-2, "atol": 1e-1} if dtype == np.float16 else {}
     check_pool(m, {"a": a, "b": b}, **tol)
+
+
+@pytest.mark.parametrize("eq, sa, sb, shapes, dtype", [
+    ("bij,bjk->bik", (64, 16, 24), (64, 24, 20), None, np.float32),                   # GEMM per batch item
+    ("bij,bkj->bki", (64, 16, 24), (64, 20, 24), {"a": ["B", 16, 24], "b": ["B", 20, 24]}, np.float64),
+    ("bij,bjk->bik", (64, 16, 24), (64, 24, 20), None, np.int32),                     # the loop nest
+    ("bij,bjk->bki", (64, 16, 24), (64, 24, 20), {"a": ["B", 16, 24], "b": ["B", 24, 20]}, np.int64),
+    ("ij,ij->ji", (600, 500), (600, 500), {"a": ["N", 500], "b": ["N", 500]}, np.float32)])
+def test_einsum(eq, sa, sb, shapes, dtype):
+    a, b = (rand(*sa) * 4).astype(dtype), (rand(*sb) * 4).astype(dtype)
+    m = node_model("Einsum", {"a": a, "b": b}, input_shapes=shapes, equation=eq)
+    check_pool(m, {"a": a, "b": b}, want=[np.einsum(eq, a, b)], rtol=1e-4, atol=1e-4)
