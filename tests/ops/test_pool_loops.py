@@ -136,3 +136,13 @@ def test_einsum(eq, sa, sb, shapes, dtype):
     a, b = (rand(*sa) * 4).astype(dtype), (rand(*sb) * 4).astype(dtype)
     m = node_model("Einsum", {"a": a, "b": b}, input_shapes=shapes, equation=eq)
     check_pool(m, {"a": a, "b": b}, want=[np.einsum(eq, a, b)], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("shapes", [None, SYM])
+def test_batch_norm_training(shapes):
+    """Training-mode BatchNormalization: channels on the pool, with the running statistics."""
+    x = rand(4, 32, 48, 48)
+    c = [rand(32), rand(32), rand(32), np.abs(rand(32)) + 0.5]
+    m = node_model("BatchNormalization", {"x": x, "s": c[0], "b": c[1], "m": c[2], "v": c[3]}, n_outputs=3,
+                   input_shapes=shapes, const_inputs=("s", "b", "m", "v"), opset=15, training_mode=1)
+    check_pool(m, {"x": x})
