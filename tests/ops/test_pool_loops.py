@@ -146,3 +146,26 @@ def test_batch_norm_training(shapes):
     m = node_model("BatchNormalization", {"x": x, "s": c[0], "b": c[1], "m": c[2], "v": c[3]}, n_outputs=3,
                    input_shapes=shapes, const_inputs=("s", "b", "m", "v"), opset=15, training_mode=1)
     check_pool(m, {"x": x})
+
+
+def _fft(x: np.ndarray, inverse: bool) -> np.ndarray:
+    z = (x[..., 0] if x.shape[-1] == 1 else x[..., 0] + 1j * x[..., 1]).astype(np.complex128)
+    y = (np.fft.ifft if inverse else np.fft.fft)(z, axis=1)
+    return np.stack([y.real, y.imag], -1).astype(x.dtype)
+
+
+@pytest.mark.parametrize("cin, dtype, inverse, shapes", [(1, np.float32, 0, None), (2, np.float32, 1, {"x": ["B", 1000, 2]}),
+                                                         (1, np.float64, 0, {"x": ["B", 1000, 1]})])
+def test_dft_lines(cin, dtype, inverse, shapes):
+    """Signal lines on the pool, each thread with its own FFT buffer and scratch (slot_)."""
+    x = rand(300, 1000, cin, dtype=dtype)
+    m = node_model("DFT", {"x": x}, input_shapes=shapes, opset=17, axis=1, inverse=inverse)
+    check_pool(m, {"x": x}, want=[_fft(x, bool(inverse))], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("shapes", [None, {"x": ["B", "L", 1]}])
+def test_stft_frames(shapes):
+    x = rand(8, 16000, 1)
+    ins = {"x": x, "step": np.array(160, np.int64), "window": np.hanning(400).astype(np.float32)}
+    m = node_model("STFT", ins, input_shapes=shapes, opset=17, const_inputs=("step", "window"))
+    check_pool(m, {"x": x}, rtol=1e-4, atol=1e-3)
