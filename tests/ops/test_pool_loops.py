@@ -169,3 +169,23 @@ def test_stft_frames(shapes):
     ins = {"x": x, "step": np.array(160, np.int64), "window": np.hanning(400).astype(np.float32)}
     m = node_model("STFT", ins, input_shapes=shapes, opset=17, const_inputs=("step", "window"))
     check_pool(m, {"x": x}, rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("mode", ["linear", "nearest"])  # (onnxruntime's cubic differs from the spec's)
+@pytest.mark.parametrize("shapes", [None, {"x": ["N", "C", 24, 30], "g": ["N", "H", "W", 2]}])
+def test_gridsample_channels(mode, shapes):
+    x, g = rand(2, 64, 24, 30), rng.uniform(-1.2, 1.2, (2, 48, 64, 2)).astype(np.float32)
+    m = node_model("GridSample", {"x": x, "g": g}, input_shapes=shapes, opset=20, mode=mode, padding_mode="border")
+    check_pool(m, {"x": x, "g": g}, use_ort=True)  # onnx.reference takes minutes at this size
+
+
+@pytest.mark.parametrize("mode", ["avg", "max"])
+@pytest.mark.parametrize("shapes", [None, {"rois": ["R", 4], "b": ["R"]}])
+def test_roialign_channels(mode, shapes):
+    x = rand(2, 512, 20, 20)
+    a = rng.uniform(0, 12, (6, 2))
+    rois = np.concatenate([a, a + rng.uniform(2, 8, (6, 2))], axis=1).astype(np.float32)
+    ins = {"x": x, "rois": rois, "b": np.array([0, 1, 1, 0, 1, 0], np.int64)}
+    m = node_model("RoiAlign", ins, input_shapes=shapes, opset=16, mode=mode, output_height=14, output_width=14,
+                   sampling_ratio=2)
+    check_pool(m, ins, use_ort=True)  # onnx.reference takes minutes at this size
