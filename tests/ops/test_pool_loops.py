@@ -189,3 +189,10 @@ def test_roialign_channels(mode, shapes):
     m = node_model("RoiAlign", ins, input_shapes=shapes, opset=16, mode=mode, output_height=14, output_width=14,
                    sampling_ratio=2)
     check_pool(m, ins, use_ort=True)  # onnx.reference takes minutes at this size
+
+
+def test_softmax_half_inner_one_at_run_time():
+    """float16 Softmax whose inner size is symbolic: the contiguous rows (I == 1 at run time) on the pool."""
+    x = rand(600, 512, 1, dtype=np.float16)
+    m = node_model("Softmax", {"x": x}, input_shapes={"x": ["B", "T", "S"]}, axis=1)
+    check_pool(m, {"x": x}, rtol=2e-3, atol=2e-3)
