@@ -214,3 +214,18 @@ def test_output_transpose_moving_last_axis_stays() -> None:
     feeds = _feeds(model, np.random.default_rng(1), {})
     want = ReferenceEvaluator(model).run(None, feeds)[0]
     np.testing.assert_allclose(onnxc.compile(model, threads=1).run(feeds)["y"], want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("seq_sym", [False, True])
+def test_items_run_on_the_pool(seq_sym: bool) -> None:
+    """Threads take (batch, row block) items on the runtime's pool (no OpenMP region), each with its own
+    score block: the output equals the one-thread build bit for bit, also with few items (NB < threads,
+    rows split) and a symbolic sequence."""
+    for b, h in ((2, 4), (1, 1)):
+        model = _attention_model(b=b, h=h, lq=96, lk=96, d=16, dv=16, seq_sym=seq_sym)
+        feeds = _feeds(model, np.random.default_rng(1), {"S": 96})
+        two, one = onnxc.compile(model, threads=2), onnxc.compile(model, threads=1)
+        assert "onnxc_parallel(" in two.c_source and "omp parallel" not in two.c_source
+        got = two.run(feeds)["y"]
+        np.testing.assert_array_equal(got, one.run(feeds)["y"])
+        np.testing.assert_allclose(got, ReferenceEvaluator(model).run(None, feeds)[0], rtol=1e-5, atol=1e-6)

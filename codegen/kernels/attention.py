@@ -1,6 +1,7 @@
 """The kernel of onnxc::FusedAttention (passes/fuse_attention.py): softmax(Q Kt (op) c + mask) V.
 
-Work items are (batch index, block of query rows); each thread owns a scratch block of scores
+Work items are (batch index, block of query rows), in chunks of consecutive items on the runtime's pool
+(codegen/kernels/parfor.py) whenever there are two; each thread (``slot_``) owns a scratch block of scores
 ``RB x Lk`` (about 256 KB at most, so it stays in L2; the whole row range of a head when Lk <= 512):
 
 1. ``S = Q[rows] Kt`` with the float GEMM (``onnxc_sgemm_ex``, one thread per item);
@@ -25,6 +26,7 @@ from onnxc.ir import DType, Node
 
 from .base import KernelCtx, Operand, kernel
 from .nncommon import lit, prod, use_gemm
+from .parfor import par_for
 
 DOMAIN, OP = "onnxc", "FusedAttention"
 SCRATCH = 65536  # floats of scores per thread: RB = max(MIN_ROWS, SCRATCH / Lk) rows
@@ -81,29 +83,29 @@ def fused_attention(ctx: KernelCtx) -> str:
     mode, c = _scale(int(ctx.attr("scale_mode", 0)), float(ctx.attr("scale", 1.0)))
     use_gemm(ctx)
     ctx.helper("attention", '#include "onnxc_attention.h"')
-    lines = [f"const int64_t NB = {prod(od[:nb]) if nb else '1'}, LQ = {qd[-2]}, DK = {qd[-1]}, "
-             f"LK = {kd[-1]}, DV = {vd[-1]};",
-             f"int64_t RB = LK > 0 ? {SCRATCH} / LK : LQ;",
-             f"if (RB < {MIN_ROWS}) RB = {MIN_ROWS};",
-             "if (NB < rt->threads) {  /* too few batch items: split the rows among the threads */",
-             "    const int64_t per = ((LQ + rt->threads - 1) / rt->threads + 11) / 12 * 12;",
-             "    if (per < RB) RB = per;",
-             "}",
-             "if (RB > LQ) RB = LQ;",
-             "if (RB < 1) RB = 1;",
-             "const int64_t NBLK = (LQ + RB - 1) / RB, T = NB * NBLK;",
-             "int bad = 0;",
-             "if (T == 0) return 0;",
-             "#pragma omp parallel num_threads(onnxc_omp_threads(rt)) if (rt->threads > 1 && T > 1) reduction(| : bad)",
-             "{",
-             "    float *S = (float *)onnxc_alloc((size_t)(RB * LK) * sizeof(float));",
-             "    if (!S) bad = 1;",
-             "#pragma omp for schedule(dynamic, 1)",
-             "    for (int64_t t = 0; t < T; t++) {",
-             "        if (!S) continue;",
-             "        const int64_t i0 = (t % NBLK) * RB, rows = LQ - i0 < RB ? LQ - i0 : RB;",
-             "        int64_t b = t / NBLK, oq = 0, ok = 0, ov = 0, oo = 0, om = 0, ix;",
-             "        (void)b; (void)ix; (void)om;"]
+    head = [f"const int64_t NB = {prod(od[:nb]) if nb else '1'}, LQ = {qd[-2]}, DK = {qd[-1]}, "
+            f"LK = {kd[-1]}, DV = {vd[-1]};", "(void)NB; (void)DK; (void)DV;"]
+    slots = "(rt->threads > 1 ? rt->threads : 1)"
+    lines = head + [
+        f"int64_t RB = LK > 0 ? {SCRATCH} / LK : LQ;",
+        f"if (RB < {MIN_ROWS}) RB = {MIN_ROWS};",
+        "if (NB < rt->threads) {  /* too few batch items: split the rows among the threads */",
+        "    const int64_t per = ((LQ + rt->threads - 1) / rt->threads + 11) / 12 * 12;",
+        "    if (per < RB) RB = per;",
+        "}",
+        "if (RB > LQ) RB = LQ;",
+        "if (RB < 1) RB = 1;",
+        "const int64_t NBLK = (LQ + RB - 1) / RB, T = NB * NBLK;",
+        "if (T == 0) return 0;",
+        "/* a score block per thread that may run items (slot_) */",
+        f"float *Sall = (float *)onnxc_alloc((size_t)({slots} * RB * LK) * sizeof(float));",
+        f'if (!Sall) return onnxc_fail(rt, ONNXC_ERR_MEMORY, "out of memory in %s", {ctx.who});']
+    if ctx.threads <= 1:
+        lines.append("const int slot_ = 0;")
+    body = ["    float *restrict S = Sall + (size_t)slot_ * (size_t)(RB * LK);",
+            "    const int64_t i0 = (t % NBLK) * RB, rows = LQ - i0 < RB ? LQ - i0 : RB;",
+            "    int64_t b = t / NBLK, oq = 0, ok = 0, ov = 0, oo = 0, om = 0, ix;",
+            "    (void)b; (void)ix; (void)om;"]
     if mask is not None:
         md = ["1"] * (r - mask.rank) + list(mask.dims)
         mst = ["0"] * (r - mask.rank) + list(mask.strides())
@@ -111,21 +113,24 @@ def fused_attention(ctx: KernelCtx) -> str:
     else:
         ms = ["0"] * r
     for a in range(nb - 1, -1, -1):
-        lines.append(f"        ix = b % ({od[a]}); b /= ({od[a]});")
+        body.append(f"    ix = b % ({od[a]}); b /= ({od[a]});")
         terms = [f"o{n} += ix * ({s[a]});" for n, s in (("q", qs), ("k", ks), ("v", vs), ("o", os_), ("m", ms))
                  if s[a] != "0"]
         if terms:
-            lines.append("        " + " ".join(terms))
+            body.append("    " + " ".join(terms))
     mrow = "NULL" if mask is None else f"in3 + om + (i0 + i) * ({ms[-2]})"
-    lines += [f"        bad |= onnxc_sgemm_ex(1, rows, LK, DK, 1.0f, in0 + oq + i0 * ({qs[-2]}), {lda}, {fq}, "
-              f"in1 + ok, {ldb}, {fk}, 0.0f, S, LK, NULL);",
-              "        for (int64_t i = 0; i < rows; i++)",
-              f"            onnxc_att_scores_row(S + i * LK, LK, {mode}, {c}, {mrow}, {ms[-1]});",
-              f"        bad |= onnxc_sgemm_ex(1, rows, DV, LK, 1.0f, S, LK, ONNXC_SG_PLAIN, in2 + ov, {ldv}, {fv}, "
-              f"0.0f, out0 + oo + i0 * ({os_[-2]}), {os_[-2]}, NULL);",
-              "    }",
-              "    free(S);",
-              "}",
-              f'if (bad) return onnxc_fail(rt, ONNXC_ERR_MEMORY, "out of memory in %s", {ctx.who});',
+    fail = "{ __atomic_store_n(bad, 1, __ATOMIC_RELAXED); continue; }"
+    body += [f"    if (onnxc_sgemm_ex(1, rows, LK, DK, 1.0f, in0 + oq + i0 * ({qs[-2]}), {lda}, {fq}, "
+             f"in1 + ok, {ldb}, {fk}, 0.0f, S, LK, NULL)) {fail}",
+             "    for (int64_t i = 0; i < rows; i++)",
+             f"        onnxc_att_scores_row(S + i * LK, LK, {mode}, {c}, {mrow}, {ms[-1]});",
+             f"    if (onnxc_sgemm_ex(1, rows, DV, LK, 1.0f, S, LK, ONNXC_SG_PLAIN, in2 + ov, {ldv}, {fv}, "
+             f"0.0f, out0 + oo + i0 * ({os_[-2]}), {os_[-2]}, NULL)) {fail}"]
+    # every item is two GEMMs of at least a block of rows: items go to the pool whenever there are two
+    lines += ["int bad_ = 0, *bad = &bad_;"]
+    lines += par_for(ctx, "t", "T", body, work="T", grain=1, head=head,
+                     captures=[("int64_t", "RB"), ("int64_t", "NBLK"), ("float *", "Sall"), ("int *", "bad")])
+    lines += ["free(Sall);",
+              f'if (bad_) return onnxc_fail(rt, ONNXC_ERR_MEMORY, "out of memory in %s", {ctx.who});',
               "return 0;"]
     return "\n".join(lines)

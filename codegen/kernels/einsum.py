@@ -23,7 +23,8 @@ from onnxc.passes.shapes.einsum import EINSUM_TYPES, EinsumSpec, einsum_spec
 from . import dynshape as ds
 from . import half
 from .base import KernelCtx, kernel
-from .nncommon import PAR_WORK_MIN, gemm_expr, lit
+from .nncommon import gemm_expr, lit
+from .parfor import par_for
 
 GEMM_TYPES = frozenset({DType.FLOAT, DType.DOUBLE, DType.FLOAT16, DType.BFLOAT16})
 
@@ -88,15 +89,13 @@ def _contiguous(labels: list[str], size: dict[str, str]) -> dict[str, str]:
 
 
 def _nest(labels: list[str], size: dict[str, str], ptrs: list[tuple[str, dict[str, str]]], body: list[str],
-          depth: int = 0, pragma: str | None = None) -> list[str]:
+          depth: int = 0) -> list[str]:
     """Nested loops over ``labels``, starting at nesting level ``depth``. ``ptrs`` are (offset name,
     label -> stride) pairs: level d defines ``<name>_<d + 1>`` from ``<name>_<d>`` (``<name>_<depth>``
     must exist), and the body reads ``<name>_<depth + len(labels)>``."""
     lines = []
     for lvl, lab in enumerate(labels, start=depth):
         pad = "    " * lvl
-        if lvl == depth and pragma:
-            lines.append(pragma)
         lines.append(f"{pad}for (int64_t i{lvl} = 0; i{lvl} < {size[lab]}; i{lvl}++) {{")
         for name, strides in ptrs:
             s = strides.get(lab, "0")
@@ -124,11 +123,13 @@ def _loop_nest(ctx: KernelCtx, spec: EinsumSpec, size: dict[str, str], st: _Stri
     yv = "s" if dt.is_float else f"({dt.c})s"
     body.append(f"out0[y_{len(out)}] = {half.store(dt, yv)};")
     work = _prod([size[lab] for lab in out + summed])
-    pragma = (f"#pragma omp parallel for num_threads(onnxc_omp_threads(rt)) if (rt->threads > 1 && ({work}) >= {PAR_WORK_MIN})"
-              if out else None)
     ptrs = [(f"a{k}", {lab: st.get(k, lab) for lab in out}) for k in range(nin)] + [("y", _contiguous(out, size))]
     head = [f"const int64_t {p}_0 = 0;" for p in [f"a{k}" for k in range(nin)] + ["y"]]
-    return head + _nest(out, size, ptrs, body, pragma=pragma)
+    nest = _nest(out, size, ptrs, body)
+    if not out:
+        return head + nest
+    # the outermost output label on the pool: each iteration writes its own outputs
+    return head + par_for(ctx, "i0", size[out[0]], nest[1:-1], work=work, head=head)
 
 
 # -- the GEMM form --------------------------------------------------------------------------------
@@ -203,17 +204,20 @@ def _gemm(ctx: KernelCtx, spec: EinsumSpec, size: dict[str, str], st: _Strides, 
     call = gemm_expr(ctx, cdt, ta, tb, "Mt", "Nt", "Kt", lit(1.0, cdt), f"{a} + bi * Mt * Kt", lda,
                      f"{b} + bi * Kt * Nt", ldb, lit(0.0, cdt), f"{c} + bi * Mt * Nt", "Nt",
                      threads="inner ? rt->threads : 1")
-    lines += ["const int inner = Mt * Nt * Kt >= 65536 || Bt == 1;", "int bad = 0;",
-              "#pragma omp parallel for num_threads(onnxc_omp_threads(rt)) if (rt->threads > 1 && !inner) "
-              "reduction(| : bad) schedule(static)",
-              "for (int64_t bi = 0; bi < Bt; bi++) bad |= " + call + ";"]
+    # small products run on the pool across the batch (whenever there are two), large ones use the
+    # GEMM's own threads
+    head = [lines[0], "const int inner = Mt * Nt * Kt >= 65536 || Bt == 1;", "(void)inner;"]
+    lines += [*head[1:], "int bad_ = 0, *bad = &bad_;", "(void)bad;"]
+    lines += par_for(ctx, "bi", "Bt", [f"    if ({call}) __atomic_store_n(bad, 1, __ATOMIC_RELAXED);"],
+                     work="inner ? 1 : Bt", grain=1, head=head,
+                     captures=[(f"{ct} *", b) for b, _ in bufs] + [("int *", "bad")])
     if not out_direct:  # scatter [batch, M, N] to the output's label order
         labels = batch + m + n
         body = [f"out0[o_{len(labels)}] = {half.store(dt, f'pc[g_{len(labels)}]')};"]
         ptrs = [("o", _contiguous(list(spec.output), size)), ("g", _contiguous(labels, size))]
         lines += ["{", "const int64_t o_0 = 0, g_0 = 0;", *_nest(labels, size, ptrs, body), "}"]
     lines += [f"free({b});" for b, _ in bufs]
-    lines.append("if (bad) return onnxc_fail(rt, ONNXC_ERR_MEMORY, \"out of memory in Einsum\");")
+    lines.append("if (bad_) return onnxc_fail(rt, ONNXC_ERR_MEMORY, \"out of memory in Einsum\");")
     return lines
 
 

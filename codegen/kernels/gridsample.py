@@ -18,7 +18,8 @@ from onnxc.passes.shapes.resize import grid_mode
 from . import dynshape as ds
 from . import half
 from .base import KernelCtx, kernel
-from .nncommon import lit, omp_for, prod
+from .nncommon import lit, prod
+from .parfor import par_for
 from .typesets import ALL_FLOATS
 
 _TAPS = {"nearest": 1, "linear": 2, "cubic": 4}
@@ -119,34 +120,36 @@ def grid_sample(ctx: KernelCtx) -> str:
     ctx.helper(f"onnxc_gs_{T}", HELPERS.format(T=T))
     dt = DType.DOUBLE if T == "double" else DType.FLOAT
     xs = x.strides()
-    lines = [f"const int64_t N = {y.dims[0]}, C = {y.dims[1]}, P = {prod(y.dims[2:])}, S = {prod(x.dims[2:])};",
+    lo = ", ".join(lit(-0.5, dt) if not align else "0" for _ in range(r))
+    hi = ", ".join(f"({T})(d[{a}] - 1)" if align else f"({T})d[{a}] - {lit(0.5, dt)}" for a in range(r))
+    head = [f"const int64_t N = {y.dims[0]}, C = {y.dims[1]}, P = {prod(y.dims[2:])}, S = {prod(x.dims[2:])};",
+            f"const int64_t d[{r}] = {{{', '.join(x.dims[2:])}}}, st[{r}] = {{{', '.join(xs[2:])}}};",
+            f"const int align = {align}, padding = {padding};",
+            f"const {T} lo[{r}] = {{{lo}}}, hi[{r}] = {{{hi}}};",
+            "(void)N; (void)C; (void)S; (void)align; (void)padding; (void)lo; (void)hi; (void)st;"]
+    taps_of_p = [f"const {g.ctype} *gp = in1 + (n * P + p) * {r};",
+                 f"for (int a = 0; a < {r}; a++) {{",
+                 f"const {T} v = ({T})gp[{r - 1} - a];  /* grid component 0 is the innermost axis */",
+                 *_coord_lines(ctx, T, taps, mode), "}"]
+    channel = [f"const {T} *xc = in0 + (n * C + c) * S;",
+               f"{T} *yc = out0 + (n * C + c) * P;",
+               "for (int64_t p = 0; p < P; p++) {",
+               f"const int64_t *ip = ix + p * {r * taps};",
+               f"const {T} *wp = w + p * {r * taps};",
+               *_sum_lines(r, taps, T),
+               "yc[p] = acc0;", "}"]
+    mine = [("int64_t", "n"), ("int64_t *", "ix"), (f"{T} *", "w")]
+    lines = [*head,
              f"if (({g.dims[0]}) != N) return onnxc_fail(rt, ONNXC_ERR_RUNTIME, \"%s: grid has %lld batch items, X "
              f"has %lld\", {ds.who(ctx)}, (long long)({g.dims[0]}), (long long)N);",
              "if (N * C * P == 0) return 0;",
-             f"const int64_t d[{r}] = {{{', '.join(x.dims[2:])}}}, st[{r}] = {{{', '.join(xs[2:])}}};",
-             f"const int align = {align}, padding = {padding};",
-             f"{T} lo[{r}], hi[{r}];",
-             f"for (int a = 0; a < {r}; a++) {{ lo[a] = align ? 0 : {lit(-0.5, dt)}; "
-             f"hi[a] = align ? ({T})(d[a] - 1) : ({T})d[a] - {lit(0.5, dt)}; }}",
              f"int64_t *ix = onnxc_alloc((size_t)P * {r * taps} * sizeof(int64_t));",
              f"{T} *w = onnxc_alloc((size_t)P * {r * taps} * sizeof({T}));",
              "if (!ix || !w) { free(ix); free(w); return onnxc_fail(rt, ONNXC_ERR_MEMORY, "
              f"\"%s: out of memory for sampling taps\", {ds.who(ctx)}); }}",
              "for (int64_t n = 0; n < N; n++) {",
-             omp_for(f"P * {r * taps}"),
-             "for (int64_t p = 0; p < P; p++) {",
-             f"const {g.ctype} *gp = in1 + (n * P + p) * {r};",
-             f"for (int a = 0; a < {r}; a++) {{",
-             f"const {T} v = ({T})gp[{r - 1} - a];  /* grid component 0 is the innermost axis */",
-             *_coord_lines(ctx, T, taps, mode), "}", "}",
-             omp_for(f"C * P * {taps ** r}"),
-             "for (int64_t c = 0; c < C; c++) {",
-             f"const {T} *xc = in0 + (n * C + c) * S;",
-             f"{T} *yc = out0 + (n * C + c) * P;",
-             "for (int64_t p = 0; p < P; p++) {",
-             f"const int64_t *ip = ix + p * {r * taps};",
-             f"const {T} *wp = w + p * {r * taps};",
-             *_sum_lines(r, taps, T),
-             "yc[p] = acc0;", "}", "}", "}",
+             *par_for(ctx, "p", "P", taps_of_p, work=f"P * {r * taps}", head=head, captures=mine),
+             *par_for(ctx, "c", "C", channel, work=f"C * P * {taps ** r}", head=head, captures=mine),
+             "}",
              "free(ix); free(w);", "return 0;"]
     return "\n".join(lines)

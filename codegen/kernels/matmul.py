@@ -17,6 +17,7 @@ from .epilogue import Epilogue, epilogue, rows_epilogue
 from .gemv import gemv_body  # small-M products with a constant B (runtime_c/onnxc_gemv.h)
 from .matmul_half import gemm_epilogue, half_mm
 from .nncommon import FLOATS, GEMM_INTS, dtype_accepts, gemm_call, gemm_expr, lit, prod
+from .parfor import par_for
 from .sgemm_call import sgemm_stmt
 
 
@@ -88,7 +89,7 @@ def matmul(ctx: KernelCtx) -> str:
         return "\n".join(lines)
     nb = max(len(abatch), len(bbatch))
     odims = list(y.dims[:nb])
-    lines.append("const int64_t MK = M * K, KN = K * N, MN = M * N;")
+    head = [*lines, "const int64_t MK = M * K, KN = K * N, MN = M * N;"]
     # per-axis batch strides (in matrices) of A and B; 0 where the operand broadcasts
     for name, dims in (("a", abatch), ("b", bbatch)):
         off = nb - len(dims)
@@ -99,33 +100,33 @@ def matmul(ctx: KernelCtx) -> str:
             strides[ax + off] = "0" if d == "1" else (acc if d == odims[ax + off] else f"(({d}) == 1 ? 0 : {acc})")
             acc = d if acc == "1" else f"{acc} * ({d})"
         for ax in range(nb):
-            lines.append(f"const int64_t s{name}{ax} = {strides[ax]};")
-    # one flat loop over the output batch; small matrices run in parallel across the batch,
-    # large ones use the GEMM's own threads
-    lines += [f"const int64_t NB = {prod(odims)};",
-              "const int inner = M * N * K >= 65536 || NB == 1;",
-              "int bad = 0;",
-              "#pragma omp parallel for num_threads(onnxc_omp_threads(rt)) if (rt->threads > 1 && !inner) "
-              "reduction(| : bad) schedule(dynamic, 1)",
-              "for (int64_t bi = 0; bi < NB; bi++) {",
-              "    int64_t r = bi, oa = 0, ob = 0, i;"]
+            head.append(f"const int64_t s{name}{ax} = {strides[ax]};")
+    # one flat loop over the output batch; small matrices run on the pool across the batch (whenever
+    # there are two), large ones use the GEMM's own threads
+    head += [f"const int64_t NB = {prod(odims)};",
+             "const int inner = M * N * K >= 65536 || NB == 1;",
+             "(void)MK; (void)KN; (void)MN; (void)inner;"]
+    body = ["    int64_t r = bi, oa = 0, ob = 0, i;"]
     for ax in range(nb - 1, -1, -1):
-        lines.append(f"    i = r % ({odims[ax]}); r /= ({odims[ax]}); oa += i * sa{ax}; ob += i * sb{ax};")
-    lines += ["    (void)r; (void)i;",
-              f"    const {dt.c} *pa = in0 + oa * MK;",
-              f"    const {dt.c} *pb = in1 + ob * KN;",
-              f"    {dt.c} *py = out0 + bi * MN;"]
+        body.append(f"    i = r % ({odims[ax]}); r /= ({odims[ax]}); oa += i * sa{ax}; ob += i * sb{ax};")
+    body += ["    (void)r; (void)i;",
+             f"    const {dt.c} *pa = in0 + oa * MK;",
+             f"    const {dt.c} *pb = in1 + ob * KN;",
+             f"    {dt.c} *py = out0 + bi * MN;"]
+    fail = "__atomic_store_n(bad, 1, __ATOMIC_RELAXED);"
     if dt in FLOATS:
         call = gemm_expr(ctx, dt, "0", "0", "M", "N", "K", lit(1.0, dt), "pa", "K", "pb", "N", lit(0.0, dt), "py",
                          "N", threads="inner ? rt->threads : 1")
-        lines.append(f"    bad |= {call};")
+        body.append(f"    if ({call}) {fail}")
     elif dt in half.HALF:
         call = half_mm(ctx, dt, False, False, "M", "N", "K", "pa", "K", "pb", "N", "py",
                        threads="inner ? rt->threads : 1")
-        lines.append(f"    bad |= {call};")
+        body.append(f"    if ({call}) {fail}")
     else:
-        lines.append("    " + _mm(ctx, dt, False, False, "M", "N", "K", "pa", "K", "pb", "N", "py", "N"))
-    lines += ["}", "if (bad) return onnxc_fail(rt, ONNXC_ERR_MEMORY, \"out of memory in MatMul\");"]
+        body.append("    " + _mm(ctx, dt, False, False, "M", "N", "K", "pa", "K", "pb", "N", "py", "N"))
+    lines = [*head, "int bad_ = 0, *bad = &bad_;", "(void)bad;"]
+    lines += par_for(ctx, "bi", "NB", body, work="inner ? 1 : NB", grain=1, head=head, captures=[("int *", "bad")])
+    lines += ["if (bad_) return onnxc_fail(rt, ONNXC_ERR_MEMORY, \"out of memory in MatMul\");"]
     lines += rows_epilogue(ep, dt, "out0", "NB * M", "N", res)
     lines.append("return 0;")
     return "\n".join(lines)

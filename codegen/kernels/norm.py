@@ -15,7 +15,8 @@ from onnxc.passes.shapes.norm import stash_dtype
 
 from . import half, training
 from .base import KernelCtx, kernel
-from .nncommon import FLOATS, is_used, lit, mfn, omp_for, prod, unsupported
+from .nncommon import FLOATS, is_used, lit, mfn, prod, unsupported
+from .parfor import par_for
 
 
 def _bn_accepts(node: Node) -> str | None:
@@ -39,12 +40,10 @@ def batch_norm(ctx: KernelCtx) -> str:
     per_elem = ctx.ins[1].rank > 1  # spatial=0 (opset < 9): statistics of shape [C, D1, ...]
     s = prod(x.dims[2:]) if x.rank > 2 else "1"
     sqrt = mfn("sqrt", dt)
-    lines = [f"const int64_t N = {x.dims[0]}, C = {x.dims[1]}, S = {s};"]
+    head = [f"const int64_t N = {x.dims[0]}, C = {x.dims[1]}, S = {s};"]
     coef = f"in1[{{i}}] / {sqrt}(in4[{{i}}] + {lit(eps, dt)})"
     if per_elem:
-        lines += [omp_for("N * C * S"),
-                  "for (int64_t nc = 0; nc < N * C; nc++) {",
-                  "    const int64_t c = nc % C;",
+        body = ["    const int64_t c = nc % C;",
                   f"    const {dt.c} *restrict x = in0 + nc * S;",
                   f"    {dt.c} *restrict y = out0 + nc * S;",
                   "#pragma omp simd",
@@ -52,19 +51,16 @@ def batch_norm(ctx: KernelCtx) -> str:
                   "        const int64_t i = c * S + j;",
                   f"        const {dt.c} a = {coef.format(i='i')};",
                   "        y[j] = (x[j] - in3[i]) * a + in2[i];",
-                  "    }",
-                  "}"]
+                  "    }"]
     else:
-        lines += [omp_for("N * C * S"),
-                  "for (int64_t nc = 0; nc < N * C; nc++) {",
-                  "    const int64_t c = nc % C;",
+        body = ["    const int64_t c = nc % C;",
                   f"    const {dt.c} a = {coef.format(i='c')};",
                   f"    const {dt.c} b = in2[c] - in3[c] * a;",
                   f"    const {dt.c} *restrict x = in0 + nc * S;",
                   f"    {dt.c} *restrict y = out0 + nc * S;",
                   "#pragma omp simd",
-                  "    for (int64_t j = 0; j < S; j++) y[j] = x[j] * a + b;",
-                  "}"]
+                  "    for (int64_t j = 0; j < S; j++) y[j] = x[j] * a + b;"]
+    lines = head + par_for(ctx, "nc", "N * C", body, work="N * C * S", head=head)
     lines.append("return 0;")
     return "\n".join(lines)
 
@@ -96,19 +92,17 @@ def instance_norm(ctx: KernelCtx) -> str:
     x = ctx.ins[0]
     dt = x.dtype
     eps = float(ctx.attr("epsilon", 1e-5))
-    lines = [f"const int64_t N = {x.dims[0]}, C = {x.dims[1]}, S = {prod(x.dims[2:])};",
-             omp_for("N * C * S"),
-             "for (int64_t nc = 0; nc < N * C; nc++) {",
-             "    const int64_t c = nc % C;",
-             f"    const {dt.c} *restrict x = in0 + nc * S;",
-             f"    {dt.c} *restrict y = out0 + nc * S;"]
-    lines += _moments(dt, "S")
-    lines += [f"    const {dt.c} a = ({dt.c})((double)in1[c] / sqrt(var + {eps!r}));",
-              f"    const {dt.c} b = ({dt.c})((double)in2[c] - mean * (double)a);",
-              "#pragma omp simd",
-              "    for (int64_t j = 0; j < S; j++) y[j] = x[j] * a + b;",
-              "}", "return 0;"]
-    return "\n".join(lines)
+    head = [f"const int64_t N = {x.dims[0]}, C = {x.dims[1]}, S = {prod(x.dims[2:])};"]
+    body = ["    const int64_t c = nc % C;",
+            f"    const {dt.c} *restrict x = in0 + nc * S;",
+            f"    {dt.c} *restrict y = out0 + nc * S;"]
+    body += _moments(dt, "S")
+    body += [f"    const {dt.c} a = ({dt.c})((double)in1[c] / sqrt(var + {eps!r}));",
+             f"    const {dt.c} b = ({dt.c})((double)in2[c] - mean * (double)a);",
+             "#pragma omp simd",
+             "    for (int64_t j = 0; j < S; j++) y[j] = x[j] * a + b;"]
+    lines = head + par_for(ctx, "nc", "N * C", body, work="N * C * S", head=head)
+    return "\n".join(lines + ["return 0;"])
 
 
 @kernel("LayerNormalization", types=FLOATS | half.HALF)
@@ -138,22 +132,20 @@ def layer_norm(ctx: KernelCtx) -> str:
                                    f"{list(x.shape[axis:])} (other broadcasts are not supported yet)")
     scale = f"in1[{idx[1]}]"
     shift = f" + in2[{idx[2]}]" if 2 in idx else ""
-    lines = [f"const int64_t R = {rows}, L = {cols};",
-             omp_for("R * L"),
-             "for (int64_t r = 0; r < R; r++) {",
-             f"    const {dt.c} *restrict x = in0 + r * L;",
-             f"    {dt.c} *restrict y = out0 + r * L;"]
+    head = [f"const int64_t R = {rows}, L = {cols};"]
+    body = [f"    const {dt.c} *restrict x = in0 + r * L;",
+            f"    {dt.c} *restrict y = out0 + r * L;"]
     # float rows: one pass (exact products in double); double rows keep the centered second pass
-    lines += _moments_one_pass("L") if dt == DType.FLOAT else _moments(dt, "L")
-    lines += [f"    const double inv = 1.0 / sqrt(var + {eps!r});",
+    body += _moments_one_pass("L") if dt == DType.FLOAT else _moments(dt, "L")
+    body += [f"    const double inv = 1.0 / sqrt(var + {eps!r});",
               f"    const {dt.c} m = ({dt.c})mean, s = ({dt.c})inv;",
               "#pragma omp simd",
               f"    for (int64_t j = 0; j < L; j++) y[j] = (x[j] - m) * s * {scale}{shift};"]
     for k, name in ((1, "mean"), (2, "inv")):
         if len(ctx.outs) > k:
-            lines.append(f"    out{k}[r] = ({st.c}){name};")
-    lines += ["}", "return 0;"]
-    return "\n".join(lines)
+            body.append(f"    out{k}[r] = ({st.c}){name};")
+    lines = head + par_for(ctx, "r", "R", body, work="R * L", head=head)
+    return "\n".join(lines + ["return 0;"])
 
 
 @kernel("LRN", types=FLOATS | half.HALF)
@@ -175,10 +167,8 @@ def lrn(ctx: KernelCtx) -> str:
         simd = "ONNXC_VM_SIMD"
     else:
         scale = f"pow({base}, {lit(-beta, dt)})"
-    return "\n".join([
-        f"const int64_t N = {x.dims[0]}, C = {x.dims[1]}, S = {prod(x.dims[2:])};",
-        omp_for(f"N * C * S * {size}"),
-        "for (int64_t nc = 0; nc < N * C; nc++) {",
+    head = [f"const int64_t N = {x.dims[0]}, C = {x.dims[1]}, S = {prod(x.dims[2:])};"]
+    body = [
         "    const int64_t n = nc / C, c = nc % C;",
         f"    const int64_t c0 = c - {lo} < 0 ? 0 : c - {lo}, c1 = c + {hi} >= C ? C - 1 : c + {hi};",
         f"    const {dt.c} *restrict x = in0 + nc * S;",
@@ -191,6 +181,6 @@ def lrn(ctx: KernelCtx) -> str:
         "        for (int64_t j = 0; j < S; j++) y[j] += xk[j] * xk[j];",
         "    }",
         simd,
-        f"    for (int64_t j = 0; j < S; j++) y[j] = x[j] * {scale};",
-        "}",
-        "return 0;"])
+        f"    for (int64_t j = 0; j < S; j++) y[j] = x[j] * {scale};"]
+    lines = head + par_for(ctx, "nc", "N * C", body, work=f"N * C * S * {size}", head=head)
+    return "\n".join(lines + ["return 0;"])

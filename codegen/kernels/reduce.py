@@ -16,7 +16,7 @@ the element width (computed in unsigned arithmetic, no undefined overflow). Ops 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from onnxc.ir import Dim, DType
@@ -26,6 +26,7 @@ from onnxc.passes.shapes.shape_ops import RUNTIME
 from ..templating import render
 from . import half
 from .base import KernelCtx, kernel
+from .parfor import par_for
 
 NUMERIC = frozenset({DType.FLOAT, DType.DOUBLE, DType.INT8, DType.UINT8, DType.INT16, DType.UINT16,
                      DType.INT32, DType.UINT32, DType.INT64, DType.UINT64})
@@ -109,21 +110,21 @@ Body = Callable[[bool, str, str], list[str]]  # (innermost is reduced, input bas
 PAR_MIN = 1 << 16  # elements below which a nest stays single-threaded
 
 
-def loop_nest(ctx: KernelCtx, blks: list[tuple[bool, Dim]], body: Body, work: Dim | None = None) -> list[str]:
+def loop_nest(ctx: KernelCtx, blks: list[tuple[bool, Dim]], body: Body, work: Dim | None = None,
+              captures: Sequence[tuple[str, str]] = ()) -> list[str]:
     """Loops over every block but the last, in memory order; ``body`` handles the innermost block
     (extent ``e<last>``) given the linear input and output offsets of its first element.
 
-    With ``work`` (the input's element count) the outermost loop runs on OpenMP threads when it is a
-    kept block (its iterations write disjoint outputs) and the work is large enough."""
+    With ``work`` (the input's element count) the outermost loop runs on the runtime's pool
+    (codegen/kernels/parfor.py) when it is a kept block (its iterations write disjoint outputs, so the
+    results do not depend on the thread count) and the work is large enough; ``captures`` are the
+    (C type, name) locals the body reads besides the operands and the extents (scratch pointers)."""
     m = len(blks)
     lines: list[str] = []
     a_prev = b_prev = None
     for k in range(m - 1):
         red = blks[k][0]
         pad = "    " * k
-        if k == 0 and work is not None and not red and not (isinstance(work, int) and work < PAR_MIN):
-            cond = "" if isinstance(work, int) else f" if (({ctx.dim(work)}) >= {PAR_MIN})"
-            lines.append(f"#pragma omp parallel for{cond} num_threads(onnxc_omp_threads(rt))")
         lines.append(f"{pad}for (int64_t i{k} = 0; i{k} < e{k}; i{k}++) {{")
         lines.append(f"{pad}    const int64_t a{k} = {f'a{k - 1} * e{k} + ' if a_prev else ''}i{k};")
         a_prev = f"a{k}"
@@ -139,6 +140,10 @@ def loop_nest(ctx: KernelCtx, blks: list[tuple[bool, Dim]], body: Body, work: Di
     pad = "    " * last
     lines += [pad + ln for ln in body(blks[last][0], ib, ob)]
     lines += ["    " * k + "}" for k in reversed(range(m - 1))]
+    if m > 1 and work is not None and not blks[0][0] and not (isinstance(work, int) and work < PAR_MIN):
+        # the outermost loop (lines[0] ... lines[-1]) on the pool
+        return par_for(ctx, "i0", "e0", lines[1:-1], work=ctx.dim(work), head=extents(ctx, blks),
+                       captures=captures, grain=PAR_MIN // 2)
     return lines
 
 
@@ -305,7 +310,7 @@ def _logsumexp(ctx: KernelCtx, blks: list, nout: str) -> list[str]:
     ctx.helper("onnxc_vmath", '#include "onnxc_vmath.h"')  # exp that vectorizes
     lines += loop_nest(ctx, blks, accumulate(blks, "sum", st, add, "0",
                                              lambda xe, o: f"onnxc_vm_exp_{st}(({st}){xe} - ({st})out0[{o}])"),
-                       work=work)
+                       work=work, captures=[(f"{st} *", "sum")])
     lines += [f"for (int64_t i = 0; i < {nout}; i++) out0[i] = ({dt.c})({mfn('log', sd)}(sum[i]) + ({st})out0[i]);",
               "free(sum);", "return 0;"]
     return lines
@@ -332,10 +337,12 @@ def mvn_kernel(ctx: KernelCtx) -> str:
                                   f"{t} *d = m + {nout};"]
     if needs_init(blks):
         lines += init_loop("m", nout, "0") + init_loop("d", nout, "0")
-    lines += loop_nest(ctx, blks, accumulate(blks, "m", t, add, "0", lambda xe, _o: xe), work=work)
+    mine = [(f"{t} *", "m"), (f"{t} *", "d")]
+    lines += loop_nest(ctx, blks, accumulate(blks, "m", t, add, "0", lambda xe, _o: xe), work=work, captures=mine)
     lines.append(f"for (int64_t i = 0; i < {nout}; i++) m[i] /= ({t})({count});")
     lines += loop_nest(ctx, blks, accumulate(blks, "d", t, add, "0",
-                                             lambda xe, o: f"({xe} - m[{o}]) * ({xe} - m[{o}])"), work=work)
+                                             lambda xe, o: f"({xe} - m[{o}]) * ({xe} - m[{o}])"), work=work,
+                       captures=mine)
     eps = f"{MVN_EPSILON!r}" + ("f" if dt == DType.FLOAT else "")
     lines.append(f"for (int64_t i = 0; i < {nout}; i++) d[i] = {mfn('sqrt', dt)}(d[i] / ({t})({count})) + {eps};")
 
@@ -344,7 +351,7 @@ def mvn_kernel(ctx: KernelCtx) -> str:
         return ["#pragma omp simd", f"for (int64_t j = 0; j < e{len(blks) - 1}; j++) "
                 f"out0[{ib} + j] = (in0[{ib} + j] - m[{o}]) / d[{o}];"]
 
-    lines += loop_nest(ctx, blks, write, work=work)
+    lines += loop_nest(ctx, blks, write, work=work, captures=mine)
     lines += ["free(m);", "return 0;"]
     return "\n".join(lines)
 

@@ -16,7 +16,8 @@ from onnxc.ir import DType
 from . import dynshape as ds
 from . import half
 from .base import KernelCtx, kernel
-from .nncommon import lit, omp_for
+from .nncommon import lit
+from .parfor import par_for
 from .typesets import ALL_FLOATS
 
 MAX_SAMPLES = 1 << 26  # sample positions per region (adaptive sampling of huge regions would exhaust memory)
@@ -42,8 +43,24 @@ def roi_align(ctx: KernelCtx) -> str:
                 "if (j == 0 || v > m) m = v;"]
     else:
         fold = ["s += pw_[0] * xc[pp[0]] + pw_[1] * xc[pp[1]] + pw_[2] * xc[pp[2]] + pw_[3] * xc[pp[3]];"]
+    head = [f"const int64_t N = {x.dims[0]}, C = {x.dims[1]}, H = {x.dims[2]}, W = {x.dims[3]}, R = {y.dims[0]};",
+            "(void)N; (void)R;"]
+    # one channel of region n: every output bin from the region's shared samples (pos, wt)
+    channel = [f"const {T} *xc = in0 + (in2[n] * C + c) * H * W;",
+               f"{T} *yc = out0 + (n * C + c) * {oh * ow};",
+               "int64_t kk = 0;",
+               f"for (int64_t b = 0; b < {oh * ow}; b++) {{",
+               f"{T} s = 0, m = 0;",
+               "for (int64_t j = 0; j < gh * gw; j++, kk++) {",
+               "const int64_t *pp = pos + 4 * kk;",
+               f"const {T} *pw_ = wt + 4 * kk;",
+               *fold,
+               "}",
+               "(void)s; (void)m; (void)count;",
+               f"yc[b] = {acc};",
+               "}"]
     lines = [
-        f"const int64_t N = {x.dims[0]}, C = {x.dims[1]}, H = {x.dims[2]}, W = {x.dims[3]}, R = {y.dims[0]};",
+        *head,
         f"const {T} scale = {lit(float(ctx.attr('spatial_scale', 1.0)), dt)}, off = {lit(0.5 if half_pixel else 0.0, dt)};",
         f"if (({ctx.ins[2].dims[0]}) != R) return onnxc_fail(rt, ONNXC_ERR_RUNTIME, \"%s: %lld rois but %lld "
         f"batch_indices\", {who}, (long long)R, (long long)({ctx.ins[2].dims[0]}));",
@@ -100,21 +117,9 @@ def roi_align(ctx: KernelCtx) -> str:
         "pp[0] = yl * W + xl; pp[1] = yl * W + xh; pp[2] = yh * W + xl; pp[3] = yh * W + xh;",
         "pw_[0] = hy * hx; pw_[1] = hy * lx; pw_[2] = ly * hx; pw_[3] = ly * lx;",
         "}", "}",
-        omp_for("C * ns"),
-        "for (int64_t c = 0; c < C; c++) {",
-        f"const {T} *xc = in0 + (in2[n] * C + c) * H * W;",
-        f"{T} *yc = out0 + (n * C + c) * {oh * ow};",
-        "int64_t kk = 0;",
-        f"for (int64_t b = 0; b < {oh * ow}; b++) {{",
-        f"{T} s = 0, m = 0;",
-        "for (int64_t j = 0; j < gh * gw; j++, kk++) {",
-        "const int64_t *pp = pos + 4 * kk;",
-        f"const {T} *pw_ = wt + 4 * kk;",
-        *fold,
-        "}",
-        "(void)s; (void)m; (void)count;",
-        f"yc[b] = {acc};",
-        "}", "}",
+        *par_for(ctx, "c", "C", channel, work="C * ns", head=head,
+                 captures=[("int64_t", "n"), ("int64_t", "gh"), ("int64_t", "gw"), ("int64_t", "count"),
+                           ("int64_t *", "pos"), (f"{T} *", "wt")]),
         "free(pos); free(wt);",
         "}",
         "return rc;",

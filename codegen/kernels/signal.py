@@ -3,7 +3,7 @@ passes/shapes/signal.py.
 
 DFT and STFT gather each signal line into a complex buffer, transform it with the mixed-radix FFT of
 runtime_c/onnxc_signal.h (Bluestein's algorithm for lengths with a large prime factor) and scatter
-the result; lines run in parallel. The transform runs in the precision the reference (numpy) uses:
+the result; lines run on the runtime's pool (codegen/kernels/parfor.py). The transform runs in the precision the reference (numpy) uses:
 double for double signals and for real signals of any type (numpy promotes those), float for complex
 float and half signals (numpy's single-precision complex transform) — so results agree with the
 reference to rounding, even where an exact zero comes out as a float rounding residue. An IRFFT
@@ -26,7 +26,7 @@ from onnxc.passes.shapes.signal import MEL_TYPES, dft_axis
 from . import dynshape as ds
 from . import half
 from .base import KernelCtx, kernel
-from .nncommon import PAR_WORK_MIN
+from .parfor import par_for
 from .typesets import ALL_FLOATS
 
 HEADER = '#include "onnxc_signal.h"'
@@ -63,27 +63,23 @@ def _plan(ctx: KernelCtx, sfx: str, n: str) -> list[str]:
             f"{ds.who(ctx)});"]
 
 
-def _lines_loop(ctx: KernelCtx, ct: str, sfx: str, n: str, lines: str, work: str,
-                body: list[str]) -> list[str]:
-    """A parallel loop over ``lines`` (variable ``l``) with a compute-type buffer ``z`` of ``2 * n`` plus
-    the plan's scratch per thread; ``plan`` must be initialized."""
-    return [
-        "int bad = 0;",
-        f"#pragma omp parallel num_threads(onnxc_omp_threads(rt)) if (rt->threads > 1 && ({work}) >= {PAR_WORK_MIN}) reduction(| : bad)",
-        "{",
-        f"    {ct} *z = onnxc_alloc((size_t)(2 * ({n}) + onnxc_fft_scratch_{sfx}(&plan)) * sizeof({ct}));",
-        "    if (!z) bad = 1;",
-        "#pragma omp for schedule(static)",
-        f"    for (int64_t l = 0; l < {lines}; l++) {{",
-        "        if (!z) continue;",
-        *("        " + b for b in body),
-        "    }",
-        "    free(z);",
-        "}",
-        f"onnxc_fft_free_{sfx}(&plan);",
-        f"if (bad) return onnxc_fail(rt, ONNXC_ERR_MEMORY, \"%s: out of memory\", {ds.who(ctx)});",
-        "return 0;",
-    ]
+def _lines_loop(ctx: KernelCtx, ct: str, sfx: str, n: str, lines: str, work: str, body: list[str],
+                captures: list[tuple[str, str]]) -> list[str]:
+    """A loop over ``lines`` (variable ``l``) on the runtime's pool, with a compute-type buffer ``z`` of
+    ``2 * n`` plus the plan's scratch per thread (``slot_``) and ``pl`` pointing at the plan; ``plan``
+    must be initialized. ``captures`` are the (C type, name) locals ``body`` reads."""
+    zn = f"(2 * ({n}) + onnxc_fft_scratch_{sfx}(&plan))"
+    out = [f"const onnxc_fft_{sfx} *pl = &plan;",
+           f"const int64_t zn = {zn};",
+           f"{ct} *zall = onnxc_alloc((size_t)((rt->threads > 1 ? rt->threads : 1) * zn) * sizeof({ct}));",
+           f"if (!zall) {{ onnxc_fft_free_{sfx}(&plan); "
+           f"return onnxc_fail(rt, ONNXC_ERR_MEMORY, \"%s: out of memory\", {ds.who(ctx)}); }}"]
+    if ctx.threads <= 1:
+        out.append("const int slot_ = 0;")
+    loop = ["    " + b for b in [f"{ct} *restrict z = zall + slot_ * zn;", *body]]
+    out += par_for(ctx, "l", lines, loop, work=work,
+                   captures=[*captures, (f"const onnxc_fft_{sfx} *", "pl"), ("int64_t", "zn"), (f"{ct} *", "zall")])
+    return out + ["free(zall);", f"onnxc_fft_free_{sfx}(&plan);", "return 0;"]
 
 
 # -- DFT ------------------------------------------------------------------------------------------
@@ -155,13 +151,14 @@ def dft(ctx: KernelCtx) -> str:
     if irfft:  # the other half of the spectrum by conjugate symmetry
         body.append("for (int64_t k = n / 2 + 1; k < n; k++) { z[2 * k] = z[2 * (n - k)]; "
                     "z[2 * k + 1] = -z[2 * (n - k) + 1]; }")
-    body += [f"onnxc_fft_run_{sfx}(&plan, z, {int(inverse)}, z + 2 * n);",
+    body += [f"onnxc_fft_run_{sfx}(pl, z, {int(inverse)}, z + 2 * n);",
              "for (int64_t k = 0; k < lout; k++) {",
              f"    dst[k * inner * {cout}] = {store('z[2 * k] * scale')};"]
     if cout == "2":
         body.append(f"    dst[k * inner * 2 + 1] = {store('z[2 * k + 1] * scale')};")
     body.append("}")
-    return "\n".join(lines + _lines_loop(ctx, ct, sfx, "n", "outer * inner", "outer * inner * n", body))
+    mine = [("int64_t", v) for v in ("inner", "lin", "lout", "use", "n")] + [(ct, "scale")]
+    return "\n".join(lines + _lines_loop(ctx, ct, sfx, "n", "outer * inner", "outer * inner * n", body, mine))
 
 
 # -- STFT -----------------------------------------------------------------------------------------
@@ -218,12 +215,13 @@ def stft(ctx: KernelCtx) -> str:
             f"    z[2 * k] = {weighted(f'src[k * {cin}]')};",
             f"    z[2 * k + 1] = {im};",
             "}",
-            f"onnxc_fft_run_{sfx}(&plan, z, 0, z + 2 * fl);",
+            f"onnxc_fft_run_{sfx}(pl, z, 0, z + 2 * fl);",
             "for (int64_t k = 0; k < bins; k++) {",
             f"    dst[2 * k] = {store('z[2 * k]')};",
             f"    dst[2 * k + 1] = {store('z[2 * k + 1]')};",
             "}"]
-    return "\n".join(lines + _lines_loop(ctx, ct, sfx, "fl", "B * frames", "B * frames * fl", body))
+    mine = [("int64_t", v) for v in ("L", "step", "fl", "frames", "bins")]
+    return "\n".join(lines + _lines_loop(ctx, ct, sfx, "fl", "B * frames", "B * frames * fl", body, mine))
 
 
 # -- MelWeightMatrix ------------------------------------------------------------------------------

@@ -20,7 +20,8 @@ from onnxc.passes.shapes.norm import SOFTMAX_OPS, softmax_axis
 
 from . import half
 from .base import KernelCtx, kernel
-from .nncommon import FLOATS, mfn, omp_for, prod
+from .nncommon import FLOATS, mfn, prod
+from .parfor import par_for
 from .softmax_half import stepwise_half
 
 VMATH = '#include "onnxc_vmath.h"'
@@ -51,9 +52,7 @@ def softmax(ctx: KernelCtx) -> str:
     lg = mfn("log", dt)
     head = [f"const int64_t O = {outer}, L = {n}, I = {inner};", "(void)I;"]
     if inner == "1":
-        body = [omp_for("O * L"),
-                "for (int64_t o = 0; o < O; o++) {",
-                f"    const {T} *restrict x = in0 + o * L;",
+        body = [f"    const {T} *restrict x = in0 + o * L;",
                 f"    {T} *restrict y = out0 + o * L;",
                 "    if (L == 0) continue;"]
         if op == "Hardmax":
@@ -87,8 +86,7 @@ def softmax(ctx: KernelCtx) -> str:
                          f"    const {T} ls = {lg}(s);",
                          "#pragma omp simd",
                          "    for (int64_t j = 0; j < L; j++) y[j] = (x[j] - m) - ls;"]
-        body.append("}")
-        return "\n".join(head + body + ["return 0;"])
+        return "\n".join(head + par_for(ctx, "o", "O", body, work="O * L", head=head) + ["return 0;"])
     # strided: blocks of [L, I]; accumulators across the I positions
     body = [f"{T} *acc = ({T} *)onnxc_alloc((size_t)(2 * I) * sizeof({T}));",
             "if (!acc) return onnxc_fail(rt, ONNXC_ERR_MEMORY, \"out of memory in softmax\");",

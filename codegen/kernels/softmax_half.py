@@ -22,7 +22,7 @@ from onnxc.ir import DType
 
 from . import half
 from .base import KernelCtx
-from .nncommon import omp_for
+from .parfor import par_for
 
 PW_BLOCK = 128  # numpy's PW_BLOCKSIZE
 
@@ -72,17 +72,15 @@ def softmax_half(ctx: KernelCtx, outer: str, n: str, inner: str) -> str:
         row_sum = [f"    const float s = {rnd('0.0f + ' + _pairwise_helper(ctx) + '(y, L)')};"]
     else:
         row_sum = ["    float s = 0.0f;", f"    for (int64_t j = 0; j < L; j++) s = {rnd('s + ' + ld('y[j]'))};"]
-    rows = [omp_for("O * L"),
-            "for (int64_t o = 0; o < O; o++) {",
-            "    const uint16_t *restrict x = in0 + o * L;",
+    body = ["    const uint16_t *restrict x = in0 + o * L;",
             "    uint16_t *restrict y = out0 + o * L;",
             "    if (L == 0) continue;",
             f"    float m = {ld('x[0]')};",
             f"    for (int64_t j = 1; j < L; j++) {{ const float v = {ld('x[j]')}; m = v > m ? v : m; }}",
             f"    for (int64_t j = 0; j < L; j++) y[j] = {st('expf(' + rnd(ld('x[j]') + ' - m') + ')')};",
             *row_sum,
-            f"    for (int64_t j = 0; j < L; j++) y[j] = {st(ld('y[j]') + ' / s')};",
-            "}"]
+            f"    for (int64_t j = 0; j < L; j++) y[j] = {st(ld('y[j]') + ' / s')};"]
+    rows = par_for(ctx, "o", "O", body, work="O * L", head=head)
     if inner == "1":
         return "\n".join(head + rows + ["return 0;"])
     # strided: a running sum per inner position, rounded after every addition

@@ -13,7 +13,8 @@ from onnxc.passes.shapes.training import TRAINING_DOMAIN, momentum_mode, tensor_
 
 from . import dynshape as ds
 from .base import KernelCtx, kernel
-from .nncommon import FLOATS, omp_for, prod
+from .nncommon import FLOATS, prod
+from .parfor import par_for
 
 
 def _attr(ctx: KernelCtx, name: str, default: float | None = None) -> str:
@@ -97,33 +98,31 @@ def batch_norm_training(ctx: KernelCtx) -> str:
     eps = float(ctx.attr("epsilon", 1e-5))
     mom = float(ctx.attr("momentum", 0.9))
     s = prod(x.dims[2:]) if x.rank > 2 else "1"
-    lines = [f"const int64_t N = {x.dims[0]}, C = {x.dims[1]}, S = {s};"]
-    lines += [f"if (({ctx.ins[i].dims[0]}) != C) return onnxc_fail(rt, ONNXC_ERR_RUNTIME, \"%s: input {i} must "
-              f"have C = %lld elements\", {ds.who(ctx)}, (long long)C);"
-              for i in range(1, 5) if ctx.ins[i].dims[0] != x.dims[1]]
-    lines += ["const double cnt = (double)(N * S);",
-             omp_for("N * C * S"),
-             "for (int64_t c = 0; c < C; c++) {",
-             "    double sum = 0, sq = 0;",
-             "    for (int64_t n = 0; n < N; n++) {",
-             f"        const {dt.c} *restrict xs = in0 + (n * C + c) * S;",
-             "        for (int64_t j = 0; j < S; j++) sum += (double)xs[j];",
-             "    }",
-             "    const double mean = sum / cnt;",
-             "    for (int64_t n = 0; n < N; n++) {",
-             f"        const {dt.c} *restrict xs = in0 + (n * C + c) * S;",
-             "        for (int64_t j = 0; j < S; j++) { const double d = (double)xs[j] - mean; sq += d * d; }",
-             "    }",
-             "    const double var = sq / cnt;",
-             f"    const double a = (double)in1[c] / sqrt(var + {eps!r}), b = (double)in2[c] - mean * a;",
-             "    for (int64_t n = 0; n < N; n++) {",
-             f"        const {dt.c} *restrict xs = in0 + (n * C + c) * S;",
-             f"        {dt.c} *restrict ys = out0 + (n * C + c) * S;",
-             f"        for (int64_t j = 0; j < S; j++) ys[j] = ({dt.c})((double)xs[j] * a + b);",
-             "    }"]
+    head = [f"const int64_t N = {x.dims[0]}, C = {x.dims[1]}, S = {s};", "const double cnt = (double)(N * S);"]
+    lines = head + [f"if (({ctx.ins[i].dims[0]}) != C) return onnxc_fail(rt, ONNXC_ERR_RUNTIME, \"%s: input {i} must "
+                    f"have C = %lld elements\", {ds.who(ctx)}, (long long)C);"
+                    for i in range(1, 5) if ctx.ins[i].dims[0] != x.dims[1]]
+    body = ["    double sum = 0, sq = 0;",
+            "    for (int64_t n = 0; n < N; n++) {",
+            f"        const {dt.c} *restrict xs = in0 + (n * C + c) * S;",
+            "        for (int64_t j = 0; j < S; j++) sum += (double)xs[j];",
+            "    }",
+            "    const double mean = sum / cnt;",
+            "    for (int64_t n = 0; n < N; n++) {",
+            f"        const {dt.c} *restrict xs = in0 + (n * C + c) * S;",
+            "        for (int64_t j = 0; j < S; j++) { const double d = (double)xs[j] - mean; sq += d * d; }",
+            "    }",
+            "    const double var = sq / cnt;",
+            f"    const double a = (double)in1[c] / sqrt(var + {eps!r}), b = (double)in2[c] - mean * a;",
+            "    for (int64_t n = 0; n < N; n++) {",
+            f"        const {dt.c} *restrict xs = in0 + (n * C + c) * S;",
+            f"        {dt.c} *restrict ys = out0 + (n * C + c) * S;",
+            f"        for (int64_t j = 0; j < S; j++) ys[j] = ({dt.c})((double)xs[j] * a + b);",
+            "    }"]
     for k, (src, stat) in ((1, ("in3", "mean")), (2, ("in4", "var"))):
         if len(ctx.outs) > k:
             t = ctx.outs[k].dtype.c
-            lines.append(f"    out{k}[c] = ({t})((double){src}[c] * {mom!r} + {stat} * (1.0 - {mom!r}));")
-    lines += ["}", "return 0;"]
+            body.append(f"    out{k}[c] = ({t})((double){src}[c] * {mom!r} + {stat} * (1.0 - {mom!r}));")
+    lines += par_for(ctx, "c", "C", body, work="N * C * S", head=head)
+    lines.append("return 0;")
     return "\n".join(lines)
