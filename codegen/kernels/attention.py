@@ -100,8 +100,6 @@ def fused_attention(ctx: KernelCtx) -> str:
         "/* a score block per thread that may run items (slot_) */",
         f"float *Sall = (float *)onnxc_alloc((size_t)({slots} * RB * LK) * sizeof(float));",
         f'if (!Sall) return onnxc_fail(rt, ONNXC_ERR_MEMORY, "out of memory in %s", {ctx.who});']
-    if ctx.threads <= 1:
-        lines.append("const int slot_ = 0;")
     body = ["    float *restrict S = Sall + (size_t)slot_ * (size_t)(RB * LK);",
             "    const int64_t i0 = (t % NBLK) * RB, rows = LQ - i0 < RB ? LQ - i0 : RB;",
             "    int64_t b = t / NBLK, oq = 0, ok = 0, ov = 0, oo = 0, om = 0, ix;",

@@ -15,7 +15,6 @@ for one thread the loop stays a plain loop with ``slot_`` 0.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 
 from .base import KernelCtx
@@ -32,8 +31,6 @@ def par_call(ctx: KernelCtx) -> Callable[..., str]:
         body = caller().rstrip("\n").split("\n")
         lines = par_for(ctx, var, extent, body, work=work, head=[h for h in head.split("\n") if h.strip()],
                         captures=[(t, n) for t, n in captures], grain=grain)
-        if ctx.threads <= 1 and re.search(r"\bslot_\b", "\n".join(body)):
-            lines = ["{", "const int slot_ = 0;", *lines, "}"]
         return "\n".join(lines) + "\n"
 
     return par

@@ -19,7 +19,9 @@ after a hash of its C, so identical kernels share it) that reads what the loop u
 
 The body may ``continue`` and may ``return onnxc_fail(...)`` (the kernel returns that status once every
 chunk is done); ``break`` would end one chunk only, so a body must not use it. ``slot_`` (0 ..
-threads - 1) names the thread running the chunk, for per-thread scratch. Chunks are consecutive ranges
+threads - 1; 0 in a one-thread build) names the thread running the chunk, for per-thread scratch.
+A body's ``return onnxc_fail(...)`` may run on several threads at once, each writing the run's error
+message: bodies that can fail often should set a flag instead and fail once after the loop. Chunks are consecutive ranges
 of the index, computed the same way whichever thread runs them, so results do not depend on the thread
 count when each iteration writes its own outputs.
 
@@ -56,7 +58,8 @@ def par_for(ctx: KernelCtx, var: str, extent: str, body: str | Sequence[str], *,
     ``work`` (default: ``extent``) is the loop's total work in elements or multiply-adds."""
     body, head = _lines(body), _lines(head)
     if ctx.threads <= 1:
-        return [f"for (int64_t {var} = 0; {var} < ({extent}); {var}++) {{", *body, "}"]
+        loop = [f"for (int64_t {var} = 0; {var} < ({extent}); {var}++) {{", *body, "}"]
+        return ["{", "const int slot_ = 0;", *loop, "}"] if re.search(r"\bslot_\b", "\n".join(body)) else loop
     text = "\n".join(head + body)
     fields = [("onnxc_rt *", "rt"), ("const int64_t *", "D")]
     if re.search(rf"\b{WHO}\b", text):

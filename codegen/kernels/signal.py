@@ -74,8 +74,6 @@ def _lines_loop(ctx: KernelCtx, ct: str, sfx: str, n: str, lines: str, work: str
            f"{ct} *zall = onnxc_alloc((size_t)((rt->threads > 1 ? rt->threads : 1) * zn) * sizeof({ct}));",
            f"if (!zall) {{ onnxc_fft_free_{sfx}(&plan); "
            f"return onnxc_fail(rt, ONNXC_ERR_MEMORY, \"%s: out of memory\", {ds.who(ctx)}); }}"]
-    if ctx.threads <= 1:
-        out.append("const int slot_ = 0;")
     loop = ["    " + b for b in [f"{ct} *restrict z = zall + slot_ * zn;", *body]]
     out += par_for(ctx, "l", lines, loop, work=work,
                    captures=[*captures, (f"const onnxc_fft_{sfx} *", "pl"), ("int64_t", "zn"), (f"{ct} *", "zall")])
