@@ -24,9 +24,8 @@ from onnxc.ir import DType
 from onnxc.ir.dims import is_static
 
 from .base import KernelCtx, Operand
-from .parfor import par_for
+from .parfor import PAR_WORK_MIN, par_for
 
-PARALLEL_MIN = 1 << 18  # elements below which threads cost more than they save (nncommon.PAR_WORK_MIN)
 _BLOCK = 1 << 14  # elements of one block of a flat parallel loop
 
 
@@ -112,7 +111,7 @@ def _parallel(out: Operand, ctx: KernelCtx | None) -> bool:
         n = 1
         for d in out.shape:
             n *= d
-        return n >= PARALLEL_MIN
+        return n >= PAR_WORK_MIN
     return True
 
 

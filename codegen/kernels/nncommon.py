@@ -1,6 +1,7 @@
 """Helpers shared by the neural-net kernel families (matmul, conv, pool, norm, softmax).
 
-Element-type acceptance checks, the GEMM call (runtime_c/onnxc_gemm.h), C literals and OpenMP clauses.
+Element-type acceptance checks, the GEMM call (runtime_c/onnxc_gemm.h) and C literals (parallel loops:
+codegen/kernels/parfor.py).
 """
 
 from __future__ import annotations
@@ -93,21 +94,6 @@ def gemm_call(ctx: KernelCtx, dt: DType, *args: str, threads: str = "rt->threads
     kernel on allocation failure."""
     return (f"if ({gemm_expr(ctx, dt, *args, threads=threads)}) "
             "return onnxc_fail(rt, ONNXC_ERR_MEMORY, \"out of memory in GEMM\");")
-
-
-# Work (elements, or multiply-adds: a few nanoseconds each on one core) below which a generated loop runs on
-# one thread. An OpenMP region costs a few microseconds on an idle machine, but when another process holds
-# a core it ends when its descheduled worker gets a time slice (milliseconds): measured at 2 threads with
-# one busy process, BERT's LayerNormalization (98304 elements) went from 0.27 ms per run on one thread to
-# 22 ms, GlobalAveragePool from 0.01 to 4.5 ms. 1 << 18 is about 0.1-1 ms of work: below it the second
-# thread saves less than a region risks. (The GEMM and convolution kernels of the runtime use the runtime's
-# own pool instead, which never waits for a late worker: runtime_c/onnxc_pool.h.)
-PAR_WORK_MIN = 1 << 18
-
-
-def omp_for(work: str, threshold: int = PAR_WORK_MIN) -> str:
-    """An OpenMP parallel-for pragma used when ``work`` (a C expression) exceeds ``threshold``."""
-    return f"#pragma omp parallel for num_threads(onnxc_omp_threads(rt)) if (rt->threads > 1 && ({work}) >= {threshold})"
 
 
 def prod(dims: list[str]) -> str:

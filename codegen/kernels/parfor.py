@@ -37,7 +37,10 @@ from collections.abc import Sequence
 
 from .base import WHO, KernelCtx
 
-PAR_WORK_MIN = 1 << 18  # work below which a loop runs on one thread (nncommon.PAR_WORK_MIN)
+# Work (elements, or multiply-adds: a few nanoseconds each on one core) below which a loop runs on one thread:
+# about 0.1-1 ms of work. A pool job costs a few microseconds while the workers spin, tens when they sleep;
+# below this the second thread saves less than that and the cache lines it pulls over.
+PAR_WORK_MIN = 1 << 18
 PAR_GRAIN = PAR_WORK_MIN // 2  # the least work of a chunk: loops of PAR_WORK_MIN and more are split
 
 
