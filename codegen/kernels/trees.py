@@ -8,7 +8,8 @@ reference, and a NaN feature follows the true branch where ``nodes_missing_value
 so. Leaf weights aggregate per target in double (SUM, AVERAGE = SUM / number of trees, MIN, MAX; a
 target no leaf reached is 0, as in onnxruntime), then ``post_transform`` applies per row: SOFTMAX,
 LOGISTIC, SOFTMAX_ZERO (zeros stay zero) or PROBIT (the normal quantile, sqrt(2) erfinv(2x - 1)).
-Rows run in parallel (OpenMP) when the model may use several threads.
+Rows run on the runtime's pool when the model may use several threads; float inputs of single-mode
+forests take the runtime's block walk (runtime_c/onnxc_forest.h).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from onnxc.passes.shapes.ml import ML, tree_targets
 from . import half, ml_post
 from .base import KernelCtx, kernel
 from .ctables import double_table, float_lit, int_table, table
+from .parfor import par_for
 
 _CMP = {0: "v <= {s}", 1: "v < {s}", 2: "v >= {s}", 3: "v > {s}", 4: "v == {s}", 5: "v != {s}"}
 
@@ -202,17 +204,92 @@ def walk_rows(ctx: KernelCtx, f: Forest, nt: int, agg: int, finish: list[str], t
     aggregates the weights of the leaves reached into ``double acc[nt]`` (``agg``: 0 AVERAGE and 1 SUM
     add, 2 MIN, 3 MAX); ``finish`` is C run per row ``r`` after the walk: it post-processes ``acc`` and
     writes the outputs. ``acc[j]`` is NaN where no leaf gave target j a weight when ``track`` is set or
-    ``agg`` is MIN/MAX, else 0. Integer inputs compare as float (as onnxruntime's float thresholds)."""
+    ``agg`` is MIN/MAX, else 0. Integer inputs compare as float (as onnxruntime's float thresholds).
+
+    Float inputs of forests whose nodes all compare one way (<=, <, >=, >) against float thresholds, with
+    no missing-value tracking, take the runtime's block walk (runtime_c/onnxc_forest.h: 16 rows through one
+    tree at a time); the others walk row by row here. Rows (blocks of rows) run on the runtime's pool."""
     x = ctx.ins[0]
-    who = ctx.who
     if x.dtype in half.HALF:
         half.use(ctx)
-    tab = {name: int_table(ctx, vals, "int32_t") for name, vals in
-           (("feat", f.feature), ("tref", f.true_ref), ("fref", f.false_ref), ("root", f.roots))}
+    n_rows, n_feat = ("1", x.dims[0]) if x.rank == 1 else (x.dims[0], x.dims[1])
+    head = [f"const int64_t n_ = {n_rows}, f_ = {n_feat};"]
+    lines = list(head)
+    if f.feature:
+        lines.append(f"if (f_ <= {max(f.feature)}) return onnxc_fail(rt, ONNXC_ERR_RUNTIME, \"%s: the trees read "
+                     f"feature {max(f.feature)}, but the input has %lld features\", {ctx.who}, (long long)f_);")
     exact_single = all(math.isnan(s) or float(np.float32(s)) == s for s in f.split)
+    ntrees = len(f.roots)
+    depth = max(1, round(math.log2(len(f.feature) / max(ntrees, 1) + 1)))  # a path's nodes, roughly
+    work = f"n_ * {max(ntrees, 1) * depth * 2}"  # about 2 elements' time per node visited
+    tab = {"lw": double_table(ctx, f.leaf_weight)}
+    if x.dtype == DType.FLOAT and f.feature and exact_single and len(set(f.mode)) == 1 and f.mode[0] in _CMP \
+            and f.mode[0] < 4 and not any(f.missing):
+        body = _block_walk(ctx, f, nt, agg, finish, track, tab)
+        return "\n".join(lines + par_for(ctx, "b_", f"(n_ + {BLOCK - 1}) / {BLOCK}", body, work=work, head=head)
+                         + ["return 0;"])
+    body = _row_walk(ctx, f, nt, agg, finish, track, tab, exact_single)
+    return "\n".join(lines + par_for(ctx, "r", "n_", body, work=work, head=head) + ["return 0;"])
+
+
+BLOCK = 16  # rows of one block walk (runtime_c/onnxc_forest.h ONNXC_FOREST_BLOCK)
+
+
+def _init(agg: int, track: bool) -> str:
+    return "0.0" if agg in (0, 1) and not track else "NAN"  # NaN marks a target no leaf reached
+
+
+def _block_walk(ctx: KernelCtx, f: Forest, nt: int, agg: int, finish: list[str], track: bool,
+                tab: dict) -> list[str]:
+    """Body of one block ``b_`` of rows: the runtime walks them to their leaves, then per row the leaves'
+    weights are aggregated and ``finish`` runs."""
+    ctx.helper("onnxc_forest", '#include "onnxc_forest.h"')
+    nb = len(f.feature)
+    n_leaves = len(f.leaf_start) - 1 if f.leaf_start is not None else len(f.leaf_weight)
+    node = lambda ref: ref if ref >= 0 else nb - ref - 1  # noqa: E731  (leaf l is node nb + l)
+    rows = [f"{{{ft}, {float_lit(sp, True)}, {node(t)}, {node(fl)}}}" for ft, sp, t, fl in
+            zip(f.feature, f.split, f.true_ref, f.false_ref)]
+    rows += [f"{{0, 0.0f, {nb + q}, {nb + q}}}" for q in range(n_leaves)]
+    nodes = table(ctx, "onnxc_tnode", rows)
+    roots = int_table(ctx, [node(r) for r in f.roots], "int32_t")
+    depths = int_table(ctx, _depths(f), "int32_t")
+    nt_ = len(f.roots)
+    return [f"const int64_t r0_ = b_ * {BLOCK}, rn_ = n_ - r0_ < {BLOCK} ? n_ - r0_ : {BLOCK};",
+            f"int32_t *lv_ = (int32_t *)malloc((size_t)(rn_ * {nt_}) * sizeof(int32_t));",
+            f"if (!lv_) return onnxc_fail(rt, ONNXC_ERR_MEMORY, \"%s: out of memory\", {ctx.who});",
+            f"onnxc_forest_leaves({f.mode[0]}, {nodes}, {roots}, {depths}, {nt_}, {nb}, in0 + r0_ * f_, f_, rn_, lv_);",
+            "for (int64_t r = r0_; r < r0_ + rn_; r++) {",
+            f"double acc[{max(nt, 1)}];",
+            f"for (int64_t j = 0; j < {nt}; j++) acc[j] = {_init(agg, track)};",
+            f"for (int64_t t = 0; t < {nt_}; t++) {{",
+            f"const int32_t l = lv_[(r - r0_) * {nt_} + t];",
+            *_leaf_add(ctx, f, nt, agg, track, tab), "}", *finish, "}", "free(lv_);"]
+
+
+def _depths(f: Forest) -> list[int]:
+    """Per tree the branch nodes on its longest path (the trees are acyclic: checked when built)."""
+    depth: dict[int, int] = {}
+    for root in f.roots:
+        stack = [root] if root >= 0 else []
+        while stack:
+            k = stack[-1]
+            kids = [c for c in (f.true_ref[k], f.false_ref[k]) if c >= 0 and c not in depth]
+            if kids:
+                stack.extend(kids)
+                continue
+            stack.pop()
+            depth[k] = 1 + max((depth[c] for c in (f.true_ref[k], f.false_ref[k]) if c >= 0), default=0)
+    return [depth[r] if r >= 0 else 0 for r in f.roots]
+
+
+def _row_walk(ctx: KernelCtx, f: Forest, nt: int, agg: int, finish: list[str], track: bool, tab: dict,
+              exact_single: bool) -> list[str]:
+    """Body of one row ``r``: every tree walked here (any modes, thresholds and input type)."""
+    x = ctx.ins[0]
+    tab.update({name: int_table(ctx, vals, "int32_t") for name, vals in
+                (("feat", f.feature), ("tref", f.true_ref), ("fref", f.false_ref), ("root", f.roots))})
     tab["split"] = table(ctx, "float", [float_lit(s, True) for s in f.split]) if exact_single \
         else double_table(ctx, f.split)
-    tab["lw"] = double_table(ctx, f.leaf_weight)
     modes = set(f.mode)
     if len(modes) == 1 and 6 not in modes:
         test = _CMP[f.mode[0]].format(s=f"{tab['split']}[k]")
@@ -229,19 +306,11 @@ def walk_rows(ctx: KernelCtx, f: Forest, nt: int, agg: int, finish: list[str], t
         test = None
     feat = f"row[{tab['feat']}[k]]"
     load = f"(double)(float){feat}" if x.dtype.is_int else f"(double){half.load(x.dtype, feat)}"
-    n_rows, n_feat = ("1", x.dims[0]) if x.rank == 1 else (x.dims[0], x.dims[1])
-    lines = [f"const int64_t n_ = {n_rows}, f_ = {n_feat};"]
-    if f.feature:
-        lines.append(f"if (f_ <= {max(f.feature)}) return onnxc_fail(rt, ONNXC_ERR_RUNTIME, \"%s: the trees read "
-                     f"feature {max(f.feature)}, but the input has %lld features\", {who}, (long long)f_);")
-    init = "0.0" if agg in (0, 1) and not track else "NAN"  # NaN marks a target no leaf reached
-    if ctx.threads > 1:  # rows are independent; trees make each one costly
-        lines.append("#pragma omp parallel for schedule(dynamic, 16) if (n_ >= 64) num_threads(onnxc_omp_threads(rt))")
-    lines += ["for (int64_t r = 0; r < n_; r++) {", f"double acc[{max(nt, 1)}];",
-              f"const {x.ctype} *restrict row = in0 + r * f_;",
-              f"for (int64_t j = 0; j < {nt}; j++) acc[j] = {init};",
-              f"for (int64_t t = 0; t < {len(f.roots)}; t++) {{", f"int32_t k = {tab['root']}[t];", "while (k >= 0) {",
-              f"const double v = {load};"]
+    lines = [f"double acc[{max(nt, 1)}];",
+             f"const {x.ctype} *restrict row = in0 + r * f_;",
+             f"for (int64_t j = 0; j < {nt}; j++) acc[j] = {_init(agg, track)};",
+             f"for (int64_t t = 0; t < {len(f.roots)}; t++) {{", f"int32_t k = {tab['root']}[t];", "while (k >= 0) {",
+             f"const double v = {load};"]
     if test is not None:
         lines.append(f"int go = {test};")
     else:
@@ -250,6 +319,11 @@ def walk_rows(ctx: KernelCtx, f: Forest, nt: int, agg: int, finish: list[str], t
         tab["miss"] = int_table(ctx, f.missing, "uint8_t")
         lines.append(f"if (v != v && {tab['miss']}[k]) go = 1;")
     lines += [f"k = go ? {tab['tref']}[k] : {tab['fref']}[k];", "}", "const int32_t l = -k - 1;"]
+    return lines + _leaf_add(ctx, f, nt, agg, track, tab) + ["}", *finish]
+
+
+def _leaf_add(ctx: KernelCtx, f: Forest, nt: int, agg: int, track: bool, tab: dict) -> list[str]:
+    """C adding leaf ``l``'s weights into ``acc`` (per ``agg``; NaN entries are first weights when tracked)."""
     layout = _leaf_layout(f, nt)
     if layout != "dense" and any(f.leaf_target):
         tab["lt"] = int_table(ctx, f.leaf_target, "int32_t")
@@ -259,18 +333,13 @@ def walk_rows(ctx: KernelCtx, f: Forest, nt: int, agg: int, finish: list[str], t
     if track and agg in (0, 1):
         add = "*a = *a != *a ? w : *a + w;"
     if layout == "single":
-        lines += [f"const double w = {tab['lw']}[l];", f"double *a = acc + {target('l')};", add]
-    elif layout == "dense":
-        lines += [f"const double *w_ = {tab['lw']} + (int64_t)l * {nt};",
-                  f"for (int64_t j = 0; j < {nt}; j++) {{", "const double w = w_[j];", "double *a = acc + j;", add, "}"]
-    else:
-        tab["ls"] = int_table(ctx, f.leaf_start, "int32_t")
-        lines += [f"for (int32_t q = {tab['ls']}[l]; q < {tab['ls']}[l + 1]; q++) {{",
-                  f"const double w = {tab['lw']}[q];", f"double *a = acc + {target('q')};", add, "}"]
-    lines.append("}")
-    lines += finish
-    lines += ["}", "return 0;"]
-    return "\n".join(lines)
+        return [f"const double w = {tab['lw']}[l];", f"double *a = acc + {target('l')};", add]
+    if layout == "dense":
+        return [f"const double *w_ = {tab['lw']} + (int64_t)l * {nt};",
+                f"for (int64_t j = 0; j < {nt}; j++) {{", "const double w = w_[j];", "double *a = acc + j;", add, "}"]
+    tab["ls"] = int_table(ctx, f.leaf_start, "int32_t")
+    return [f"for (int32_t q = {tab['ls']}[l]; q < {tab['ls']}[l + 1]; q++) {{",
+            f"const double w = {tab['lw']}[q];", f"double *a = acc + {target('q')};", add, "}"]
 
 
 from . import trees_classic  # noqa: E402,F401  (registers TreeEnsembleClassifier/Regressor)

@@ -161,7 +161,25 @@ def test_regressor_missing_values_and_threads():
     x = inputs(rng, 300, 5, nans=True)
     # not onnx.reference: it sends NaN by the missing flag alone, onnxruntime by the comparison too (NaN != t)
     got = check(model("TreeEnsembleRegressor", x, attrs), x, threads=2)
-    assert "omp parallel" in got["compiled"].c_source
+    assert "onnxc_parallel(" in got["compiled"].c_source and "onnxc_forest_leaves" not in got["compiled"].c_source
+
+
+@pytest.mark.parametrize("mode", MODES[:4])
+@pytest.mark.parametrize("n, threads", [(1, 1), (37, 1), (300, 2)])
+def test_block_walk_single_mode_forests(mode, n, threads):
+    """Float inputs of forests with one comparison mode and no missing-value tracking walk 16 rows through a
+    tree at a time (runtime_c/onnxc_forest.h): row counts that are not multiples of 16, NaN features (the
+    false branch), deep and one-leaf trees, on one and two threads, agree with onnxruntime."""
+    rng = np.random.default_rng(seed(mode, n, threads))
+    nodes, w = forest(rng, 40, 6, 5, [mode], lambda t: [t % 3])
+    attrs = dict(nodes, n_targets=3, aggregate_function="SUM", **weights(w, "target", False))
+    x = inputs(rng, n, 5, nans=True)
+    got = check(model("TreeEnsembleRegressor", x, attrs), x, threads=threads)
+    assert "onnxc_forest_leaves" in got["compiled"].c_source
+    if threads > 1:
+        assert "onnxc_parallel(" in got["compiled"].c_source
+        one = onnxc.compile(model("TreeEnsembleRegressor", x, attrs), threads=1).run({"x": x})["y"]
+        np.testing.assert_array_equal(got["y"], one)
 
 
 def test_regressor_single_leaf_trees():
