@@ -15,7 +15,8 @@
  * node) and a branch that goes either way at random. Here a block of rows walks one tree together for
  * exactly depths[t] steps (a row that reached its leaf stays there: leaves point at themselves), so the
  * step is a select without branches, the chains of the block's rows overlap, and the tree's upper nodes
- * stay in L1 for the whole block.
+ * stay in L1 for the whole block. Calls with fewer than ONNXC_FOREST_MIN_BLOCK rows (batch 1) walk row by
+ * row instead, leaving each tree at its leaf.
  */
 #ifndef ONNXC_FOREST_H
 #define ONNXC_FOREST_H
@@ -30,7 +31,8 @@ typedef struct {
 
 enum { ONNXC_TREE_LEQ = 0, ONNXC_TREE_LT = 1, ONNXC_TREE_GTE = 2, ONNXC_TREE_GT = 3 };
 
-#define ONNXC_FOREST_BLOCK 16 /* rows walking one tree together */
+#define ONNXC_FOREST_BLOCK 16    /* rows walking one tree together */
+#define ONNXC_FOREST_MIN_BLOCK 4 /* fewer rows walk one by one, leaving each tree at its leaf */
 
 /* See the top of this file. */
 ONNXC_RT_API void onnxc_forest_leaves(int mode, const onnxc_tnode *nodes, const int32_t *roots, const int32_t *depths,

@@ -165,11 +165,12 @@ def test_regressor_missing_values_and_threads():
 
 
 @pytest.mark.parametrize("mode", MODES[:4])
-@pytest.mark.parametrize("n, threads", [(1, 1), (37, 1), (300, 2)])
+@pytest.mark.parametrize("n, threads", [(1, 1), (18, 1), (37, 1), (300, 2)])
 def test_block_walk_single_mode_forests(mode, n, threads):
     """Float inputs of forests with one comparison mode and no missing-value tracking walk 16 rows through a
     tree at a time (runtime_c/onnxc_forest.h): row counts that are not multiples of 16, NaN features (the
-    false branch), deep and one-leaf trees, on one and two threads, agree with onnxruntime."""
+    false branch), deep and one-leaf trees, on one and two threads, agree with onnxruntime; fewer than 4 rows
+    (batch 1, a block's tail) walk row by row."""
     rng = np.random.default_rng(seed(mode, n, threads))
     nodes, w = forest(rng, 40, 6, 5, [mode], lambda t: [t % 3])
     attrs = dict(nodes, n_targets=3, aggregate_function="SUM", **weights(w, "target", False))
