@@ -8,7 +8,7 @@ reference, and a NaN feature follows the true branch where ``nodes_missing_value
 so. Leaf weights aggregate per target in double (SUM, AVERAGE = SUM / number of trees, MIN, MAX; a
 target no leaf reached is 0, as in onnxruntime), then ``post_transform`` applies per row: SOFTMAX,
 LOGISTIC, SOFTMAX_ZERO (zeros stay zero) or PROBIT (the normal quantile, sqrt(2) erfinv(2x - 1)).
-Rows run in parallel (OpenMP) when the model may use several threads.
+Rows run in parallel (on the runtime's pool, from ROWS_PAR_MIN rows) when the model may use several threads.
 """
 
 from __future__ import annotations
@@ -24,7 +24,9 @@ from onnxc.passes.shapes.ml import ML, tree_targets
 from . import half, ml_post
 from .base import KernelCtx, kernel
 from .ctables import double_table, float_lit, int_table, table
+from .parfor import par_for
 
+ROWS_PAR_MIN = 64  # rows from which the rows run on several threads (a row walks every tree)
 _CMP = {0: "v <= {s}", 1: "v < {s}", 2: "v >= {s}", 3: "v > {s}", 4: "v == {s}", 5: "v != {s}"}
 
 
@@ -235,21 +237,20 @@ def walk_rows(ctx: KernelCtx, f: Forest, nt: int, agg: int, finish: list[str], t
         lines.append(f"if (f_ <= {max(f.feature)}) return onnxc_fail(rt, ONNXC_ERR_RUNTIME, \"%s: the trees read "
                      f"feature {max(f.feature)}, but the input has %lld features\", {who}, (long long)f_);")
     init = "0.0" if agg in (0, 1) and not track else "NAN"  # NaN marks a target no leaf reached
-    if ctx.threads > 1:  # rows are independent; trees make each one costly
-        lines.append("#pragma omp parallel for schedule(dynamic, 16) if (n_ >= 64) num_threads(onnxc_omp_threads(rt))")
-    lines += ["for (int64_t r = 0; r < n_; r++) {", f"double acc[{max(nt, 1)}];",
-              f"const {x.ctype} *restrict row = in0 + r * f_;",
-              f"for (int64_t j = 0; j < {nt}; j++) acc[j] = {init};",
-              f"for (int64_t t = 0; t < {len(f.roots)}; t++) {{", f"int32_t k = {tab['root']}[t];", "while (k >= 0) {",
-              f"const double v = {load};"]
+    head = list(lines[:1])
+    body = [f"double acc[{max(nt, 1)}];",
+            f"const {x.ctype} *restrict row = in0 + r * f_;",
+            f"for (int64_t j = 0; j < {nt}; j++) acc[j] = {init};",
+            f"for (int64_t t = 0; t < {len(f.roots)}; t++) {{", f"int32_t k = {tab['root']}[t];", "while (k >= 0) {",
+            f"const double v = {load};"]
     if test is not None:
-        lines.append(f"int go = {test};")
+        body.append(f"int go = {test};")
     else:
-        lines += ["int go = 0;", f"switch ({tab['mode']}[k]) {{", *cases, "}"]
+        body += ["int go = 0;", f"switch ({tab['mode']}[k]) {{", *cases, "}"]
     if any(f.missing):
         tab["miss"] = int_table(ctx, f.missing, "uint8_t")
-        lines.append(f"if (v != v && {tab['miss']}[k]) go = 1;")
-    lines += [f"k = go ? {tab['tref']}[k] : {tab['fref']}[k];", "}", "const int32_t l = -k - 1;"]
+        body.append(f"if (v != v && {tab['miss']}[k]) go = 1;")
+    body += [f"k = go ? {tab['tref']}[k] : {tab['fref']}[k];", "}", "const int32_t l = -k - 1;"]
     layout = _leaf_layout(f, nt)
     if layout != "dense" and any(f.leaf_target):
         tab["lt"] = int_table(ctx, f.leaf_target, "int32_t")
@@ -259,17 +260,19 @@ def walk_rows(ctx: KernelCtx, f: Forest, nt: int, agg: int, finish: list[str], t
     if track and agg in (0, 1):
         add = "*a = *a != *a ? w : *a + w;"
     if layout == "single":
-        lines += [f"const double w = {tab['lw']}[l];", f"double *a = acc + {target('l')};", add]
+        body += [f"const double w = {tab['lw']}[l];", f"double *a = acc + {target('l')};", add]
     elif layout == "dense":
-        lines += [f"const double *w_ = {tab['lw']} + (int64_t)l * {nt};",
-                  f"for (int64_t j = 0; j < {nt}; j++) {{", "const double w = w_[j];", "double *a = acc + j;", add, "}"]
+        body += [f"const double *w_ = {tab['lw']} + (int64_t)l * {nt};",
+                 f"for (int64_t j = 0; j < {nt}; j++) {{", "const double w = w_[j];", "double *a = acc + j;", add, "}"]
     else:
         tab["ls"] = int_table(ctx, f.leaf_start, "int32_t")
-        lines += [f"for (int32_t q = {tab['ls']}[l]; q < {tab['ls']}[l + 1]; q++) {{",
-                  f"const double w = {tab['lw']}[q];", f"double *a = acc + {target('q')};", add, "}"]
-    lines.append("}")
-    lines += finish
-    lines += ["}", "return 0;"]
+        body += [f"for (int32_t q = {tab['ls']}[l]; q < {tab['ls']}[l + 1]; q++) {{",
+                 f"const double w = {tab['lw']}[q];", f"double *a = acc + {target('q')};", add, "}"]
+    body.append("}")
+    body += finish
+    # rows are independent, and the trees make each one costly: on the pool from ROWS_PAR_MIN rows
+    lines += par_for(ctx, "r", "n_", body, work="n_", grain=ROWS_PAR_MIN // 2, head=head)
+    lines.append("return 0;")
     return "\n".join(lines)
 
 
