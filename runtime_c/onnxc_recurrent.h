@@ -37,10 +37,9 @@
 #ifndef ONNXC_RNN_MBLK
 #define ONNXC_RNN_MBLK 128
 #endif
-/* Below this many multiply-adds a product runs on one thread. A fork/join costs a few microseconds on an
- * idle machine but far more on a busy one: workers that spun out their wait (about 1 ms, GOMP_SPINCOUNT in
- * codegen/native.py) sleep, and the join waits for a descheduled one. Measured on the shared 2-core VM (load
- * average 5): the input projection of the LSTM benchmark (32 x 64 x 512, 1 Mi multiply-adds, ~10 us on
+/* Below this many multiply-adds a product runs on one thread (no pool job). A fork/join costs a few
+ * microseconds on an idle machine but more on a busy one, where sleeping workers must be woken. Measured
+ * (with OpenMP, before the pool) on the shared 2-core VM (load average 5): the input projection of the LSTM benchmark (32 x 64 x 512, 1 Mi multiply-adds, ~10 us on
  * one core) took the whole model from 115 to 184 us (median) when split between two threads. */
 #ifndef ONNXC_RNN_PAR_MIN
 #define ONNXC_RNN_PAR_MIN 4194304

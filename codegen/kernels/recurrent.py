@@ -5,14 +5,15 @@ Each direction runs as a static function rendered from templates/recurrent.c.j2 
 activations, clip, peepholes and GRU/LSTM variant baked into the fused gate math: the input
 projection X W^T of all time steps is one matrix product; each time step is one small product of
 the batch's states with R^T, followed by one vectorized loop of gate math per batch row. Both
-products read weights packed in panels (runtime_c/onnxc_recurrent.h). The two
-directions of a bidirectional node run on two threads when the node may use several; an RNN/LSTM
-direction whose steps are large (ONNXC_RNN_STEP_PAR_MIN) runs its steps on several threads, each
-owning whole panels of hidden units, with one barrier per step. LSTM with the default activations
-computes its gate math with 512-bit vectors where there are (``onnxc_lstm_gates_s``); at batch 1 with
-whole panels per gate its step is one fused pass over R (``onnxc_lstm_step_s``: the four gate columns
-of 32 units accumulate in registers and go through the gate math at once; threads from
-ONNXC_LSTM_FUSED_PAR_MIN multiply-adds per step).
+products read weights packed in panels (runtime_c/onnxc_recurrent.h). Threads are the runtime's
+pool (onnxc_pool.h): the two directions of a bidirectional node run as two chunks of one job
+(par_for) when the node may use several threads; an RNN/LSTM direction whose steps are large
+(ONNXC_RNN_STEP_PAR_MIN) runs its steps on several threads, each owning whole panels of hidden units,
+with one barrier per step (onnxc_rnn_steps: roles that start late or never are not waited for). LSTM
+with the default activations computes its gate math with 512-bit vectors where there are
+(``onnxc_lstm_gates_s``); at batch 1 with whole panels per gate its step is one fused pass over R
+(``onnxc_lstm_step_s``: the four gate columns of 32 units accumulate in registers and go through the
+gate math at once; threads from ONNXC_LSTM_FUSED_PAR_MIN multiply-adds per step).
 
 sequence_lens: a batch entry is processed only over its own length (a reverse direction starts at
 its last valid step); Y is zero past the length and Y_h/Y_c are the states of the last valid step,
