@@ -124,6 +124,10 @@ static void rnn_team_task(void *p, int64_t i, int slot) {
 
 void onnxc_rnn_steps(int nt, int64_t steps, int64_t np, onnxc_rnn_step_fn fn, void *ctx) {
     if (nt > np) nt = (int)np;
+    /* Unlike other pool jobs, every role must keep pace at every step: a role whose thread loses its core
+     * in the middle of a step holds role 0 for a scheduler time slice. While the pool finds the machine
+     * crowded (threads late in recent jobs, or a barrier here that went on alone), one thread runs it all. */
+    if (nt > 1 && onnxc_pool_crowded()) nt = 1;
     if (nt > ONNXC_POOL_MAX) nt = ONNXC_POOL_MAX;
     if (nt <= 1) {
         for (int64_t s = 0; s < steps; s++) fn(ctx, s, 0, np);

@@ -68,8 +68,9 @@
  * (an atomic claim per role and step decides who runs it) and goes on alone, running every range of
  * the remaining steps itself; a role that finds its step taken returns at once. Role 0 also goes on
  * alone when any wait at a barrier took longer than ONNXC_RNN_SPIN pauses (a thread was descheduled:
- * the machine has more work than cores), and then notes a late thread (onnxc_pool_note). Results do not
- * depend on which thread ran which range, nor on when role 0 went on alone. */
+ * the machine has more work than cores), and then notes a late thread (onnxc_pool_note); while the pool
+ * finds the machine crowded (onnxc_pool_crowded) the steps run on the calling thread alone. Results do
+ * not depend on which thread ran which range, nor on when role 0 went on alone. */
 #ifndef ONNXC_RNN_SPIN
 #define ONNXC_RNN_SPIN 2000
 #endif
