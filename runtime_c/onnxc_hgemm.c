@@ -1,6 +1,7 @@
 /* onnxc_hgemm.c: the float16 / bfloat16 matrix product of onnxc_hgemm.h (compiled once into the runtime
  * library). */
 #include "onnxc_hgemm.h"
+#include "onnxc_pool.h"
 
 #if defined(__AVX512F__)
 #define ONNXC_HG_NR 32
@@ -111,6 +112,21 @@ static void NAME##_stripe(int64_t M, int64_t N, int64_t K, const uint16_t *A, in
         }                                                                                                     \
     }                                                                                                         \
 }                                                                                                             \
+/* stripe s of the rows on the pool, with the scratch of the thread's slot */                                 \
+typedef struct {                                                                                              \
+    int64_t M, N, K, sam, sak, sbk, sbn, per, ap, bp, cf;                                                     \
+    const uint16_t *A, *B;                                                                                    \
+    uint16_t *Y;                                                                                              \
+    float *scratch;                                                                                           \
+} NAME##_args;                                                                                                \
+static void NAME##_task(void *p, int64_t s, int slot) {                                                       \
+    const NAME##_args *g = (const NAME##_args *)p;                                                            \
+    const int64_t lo = s * g->per, hi = lo + g->per < g->M ? lo + g->per : g->M, N = g->N;                    \
+    if (lo >= hi) return;                                                                                     \
+    float *Ap = g->scratch + (int64_t)slot * (g->ap + g->bp + g->cf), *Bp = Ap + g->ap, *Cf = Bp + g->bp;     \
+    NAME##_stripe(hi - lo, N, g->K, g->A + lo * g->sam, g->sam, g->sak, g->B, g->sbk, g->sbn, Cf, Ap, Bp);    \
+    for (int64_t i = 0; i < (hi - lo) * N; i++) g->Y[lo * N + i] = STORE(Cf[i]);                              \
+}                                                                                                             \
 int NAME(int threads, int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t sam, int64_t sak,           \
          const uint16_t *B, int64_t sbk, int64_t sbn, uint16_t *Y) {                                          \
     if (M <= 0 || N <= 0) return 0;                                                                           \
@@ -125,25 +141,16 @@ int NAME(int threads, int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_
     const int64_t kc = K < ONNXC_HG_KC ? K : ONNXC_HG_KC;                                                     \
     int64_t ncap = N < ONNXC_HG_NC ? N : ONNXC_HG_NC;                                                         \
     ncap = (ncap + ONNXC_HG_NR - 1) / ONNXC_HG_NR * ONNXC_HG_NR;                                              \
-    int status = 0;                                                                                           \
-    _Pragma("omp parallel num_threads(nt) if (nt > 1) reduction(| : status)")                                 \
-    {                                                                                                         \
-        float *Ap = (float *)onnxc_alloc((size_t)(ONNXC_HG_MC * kc) * sizeof(float));                         \
-        float *Bp = (float *)onnxc_alloc((size_t)(ncap * kc) * sizeof(float));                                \
-        float *Cf = (float *)onnxc_alloc((size_t)(per * N) * sizeof(float));                                  \
-        if (!Ap || !Bp || !Cf) status |= ONNXC_ERR_MEMORY;                                                    \
-        _Pragma("omp for schedule(static, 1)")                                                                \
-        for (int64_t s = 0; s < nt; s++) {                                                                    \
-            const int64_t lo = s * per, hi = lo + per < M ? lo + per : M;                                     \
-            if (lo >= hi || !Ap || !Bp || !Cf) continue;                                                      \
-            NAME##_stripe(hi - lo, N, K, A + lo * sam, sam, sak, B, sbk, sbn, Cf, Ap, Bp);                    \
-            for (int64_t i = 0; i < (hi - lo) * N; i++) Y[lo * N + i] = STORE(Cf[i]);                         \
-        }                                                                                                     \
-        free(Ap);                                                                                             \
-        free(Bp);                                                                                             \
-        free(Cf);                                                                                             \
-    }                                                                                                         \
-    return status ? ONNXC_ERR_MEMORY : 0;                                                                     \
+    /* one stripe per thread, each thread's packed panels and stripe result in its slot of the scratch */     \
+    NAME##_args g = {M, N, K, sam, sak, sbk, sbn, per, ONNXC_HG_MC * kc, ncap * kc, per * N, A, B, Y, NULL}; \
+    g.scratch = (float *)onnxc_alloc((size_t)(nt * (g.ap + g.bp + g.cf)) * sizeof(float));                  \
+    if (!g.scratch) return ONNXC_ERR_MEMORY;                                                                  \
+    if (nt > 1)                                                                                               \
+        onnxc_parallel(nt, nt, NAME##_task, &g);                                                              \
+    else                                                                                                      \
+        NAME##_task(&g, 0, 0);                                                                                \
+    free(g.scratch);                                                                                          \
+    return 0;                                                                                                 \
 }
 
 ONNXC_HG_DEFINE(onnxc_hgemm_f16, onnxc_h2f, onnxc_f2h)

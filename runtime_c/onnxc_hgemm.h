@@ -13,8 +13,8 @@
  * Blocking as in onnxc_gemm.h (Goto/BLIS: NC-column blocks, KC slices, MC-row blocks, MR x NR register
  * tiles), with one difference that keeps the summation order: a tile's accumulators carry over from one
  * KC slice to the next through a float32 copy of Y (exact), instead of each slice summing from zero.
- * Operands are converted to float32 while packed. Threads split the rows into stripes. Compiled once into
- * the runtime library (onnxc_hgemm.c).
+ * Operands are converted to float32 while packed. Threads (the runtime's pool, onnxc_pool.h) split the rows
+ * into stripes. Compiled once into the runtime library (onnxc_hgemm.c).
  */
 #ifndef ONNXC_HGEMM_H
 #define ONNXC_HGEMM_H

@@ -1,46 +1,151 @@
-/* onnxc_recurrent.c: the panel products, the step barrier and the LSTM gate math of onnxc_recurrent.h
+/* onnxc_recurrent.c: the panel products, the threaded time steps and the LSTM gate math of onnxc_recurrent.h
  * (compiled once into the runtime library). */
 #include "onnxc_recurrent.h"
 #include "onnxc_pool.h"
+#include <stdatomic.h>
 #if defined(__unix__) || defined(__APPLE__)
 #include <sched.h>
 #include <unistd.h>
 #endif
 
-/* The barrier between the time steps (onnxc_recurrent.h). */
-void onnxc_rnn_bar_init(onnxc_rnn_bar *b) {
-    atomic_init(&b->count, 0);
-    atomic_init(&b->gen, 0);
-    atomic_init(&b->slow, 0);
-    atomic_init(&b->serial, 0);
+/* ---- The threaded time steps (onnxc_rnn_steps in onnxc_recurrent.h) ------------------------------
+ *
+ * Per role r > 0 two counters on a cache line of their own: `go`, the last step it claimed (-1 before
+ * the first; RNN_STOP once role 0 took over), and `done`, the steps it finished. `gen` (role 0's line)
+ * is the first step the roles may not start yet. Role r claims step s with a compare-and-swap of `go`
+ * from s - 1 to s after `gen` passed s; role 0, at the barrier after step s, may take a step from a role
+ * that has not claimed it with a compare-and-swap from s - 1 to RNN_STOP: exactly one of them runs it.
+ * Role 0 never waits without bound for a role that has not claimed its step, and a role waits only for
+ * role 0, which runs (it holds the first chunk the pool hands out): no order of starts deadlocks. */
+#define RNN_STOP INT64_MIN
+
+typedef struct {
+    _Alignas(64) _Atomic int64_t go;
+    _Atomic int64_t done;
+} onnxc_rnn_role;
+
+typedef struct {
+    onnxc_rnn_step_fn fn;
+    void *ctx;
+    int64_t steps, np;
+    int nt;
+    _Atomic int slow; /* a role waited long for role 0 */
+    _Alignas(64) _Atomic int64_t gen;
+    onnxc_rnn_role role[ONNXC_POOL_MAX];
+} onnxc_rnn_team;
+
+static inline void rnn_pause(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
 }
 
-int onnxc_rnn_bar_wait(onnxc_rnn_bar *b, int n) {
-    const int g = atomic_load_explicit(&b->gen, memory_order_acquire);
-    if (atomic_fetch_add_explicit(&b->count, 1, memory_order_acq_rel) == n - 1) {
-        atomic_store_explicit(&b->count, 0, memory_order_relaxed);
-        if (atomic_load_explicit(&b->slow, memory_order_relaxed) && !atomic_load_explicit(&b->serial, memory_order_relaxed)) {
-            atomic_store_explicit(&b->serial, 1, memory_order_relaxed);
-            onnxc_pool_note(1); /* a thread had no core: later runs' OpenMP regions take one (onnxc_omp_threads) */
-        }
-        atomic_store_explicit(&b->gen, g + 1, memory_order_release);
-        return atomic_load_explicit(&b->serial, memory_order_relaxed);
-    }
-    for (long spin = 0; atomic_load_explicit(&b->gen, memory_order_acquire) == g; spin++) {
-        if (spin < ONNXC_RNN_SPIN) {
-#if defined(__x86_64__) || defined(__i386__)
-            __builtin_ia32_pause();
-#elif defined(__aarch64__)
-            __asm__ __volatile__("yield");
-#endif
-        } else {
-            if (spin == ONNXC_RNN_SPIN) atomic_store_explicit(&b->slow, 1, memory_order_relaxed);
+static inline void rnn_yield(void) {
 #if defined(__unix__) || defined(__APPLE__)
-            sched_yield();
+    sched_yield();
 #endif
+}
+
+/* Role r > 0: claim and run each step after role 0 let it start; return once role 0 took a step over. */
+static void rnn_role(onnxc_rnn_team *t, int r) {
+    onnxc_rnn_role *me = &t->role[r];
+    const int64_t q0 = t->np * r / t->nt, q1 = t->np * (r + 1) / t->nt;
+    for (int64_t s = 0; s < t->steps; s++) {
+        for (long spin = 0; atomic_load_explicit(&t->gen, memory_order_acquire) < s; spin++) {
+            if (atomic_load_explicit(&me->go, memory_order_relaxed) == RNN_STOP) return;
+            if (spin < ONNXC_RNN_SPIN) {
+                rnn_pause();
+            } else {
+                if (spin == ONNXC_RNN_SPIN) atomic_store_explicit(&t->slow, 1, memory_order_relaxed);
+                rnn_yield();
+            }
+        }
+        int64_t want = s - 1;
+        if (!atomic_compare_exchange_strong_explicit(&me->go, &want, s, memory_order_acq_rel, memory_order_acquire))
+            return; /* role 0 runs this step's range and the rest */
+        t->fn(t->ctx, s, q0, q1);
+        atomic_store_explicit(&me->done, s + 1, memory_order_release);
+    }
+}
+
+/* Role 0: its range of each step, then the barrier; alone (every range) once a wait was long. */
+static void rnn_role0(onnxc_rnn_team *t) {
+    const int nt = t->nt;
+    int alone = 0;
+    for (int64_t s = 0; s < t->steps; s++) {
+        t->fn(t->ctx, s, 0, alone ? t->np : t->np / nt);
+        if (alone) continue;
+        int late = 0;
+        int64_t taken[ONNXC_POOL_MAX]; /* taken[r]: role r's range of step s is role 0's to run */
+        for (int r = 1; r < nt; r++) {
+            taken[r] = 0;
+            onnxc_rnn_role *o = &t->role[r];
+            for (long spin = 0; atomic_load_explicit(&o->done, memory_order_acquire) <= s; spin++) {
+                if (spin < ONNXC_RNN_SPIN) {
+                    rnn_pause();
+                    continue;
+                }
+                late = 1;
+                int64_t want = s - 1;
+                if (atomic_compare_exchange_strong_explicit(&o->go, &want, RNN_STOP, memory_order_acq_rel,
+                                                            memory_order_acquire)) {
+                    taken[r] = 1; /* it had not started the step (nor, maybe, at all) */
+                    break;
+                }
+                rnn_yield(); /* it runs the step (or was descheduled in it): let it finish */
+            }
+        }
+        if (!late && !atomic_load_explicit(&t->slow, memory_order_relaxed)) {
+            atomic_store_explicit(&t->gen, s + 1, memory_order_release);
+            continue;
+        }
+        /* go on alone: the roles that finished step s stop before claiming s + 1 (gen stays at s + 1 - 1) */
+        alone = 1;
+        onnxc_pool_note(1); /* a thread had no core */
+        for (int r = 1; r < nt; r++) {
+            if (taken[r]) {
+                t->fn(t->ctx, s, t->np * r / nt, t->np * (r + 1) / nt);
+            } else {
+                int64_t want = s;
+                atomic_compare_exchange_strong_explicit(&t->role[r].go, &want, RNN_STOP, memory_order_acq_rel,
+                                                        memory_order_acquire);
+            }
         }
     }
-    return atomic_load_explicit(&b->serial, memory_order_relaxed);
+}
+
+static void rnn_team_task(void *p, int64_t i, int slot) {
+    (void)slot;
+    if (i == 0) rnn_role0((onnxc_rnn_team *)p);
+    else rnn_role((onnxc_rnn_team *)p, (int)i);
+}
+
+void onnxc_rnn_steps(int nt, int64_t steps, int64_t np, onnxc_rnn_step_fn fn, void *ctx) {
+    if (nt > np) nt = (int)np;
+    /* Unlike other pool jobs, every role must keep pace at every step: a role whose thread loses its core
+     * in the middle of a step holds role 0 for a scheduler time slice. While the pool finds the machine
+     * crowded (threads late in recent jobs, or a barrier here that went on alone), one thread runs it all. */
+    if (nt > 1 && onnxc_pool_crowded()) nt = 1;
+    if (nt > ONNXC_POOL_MAX) nt = ONNXC_POOL_MAX;
+    if (nt <= 1) {
+        for (int64_t s = 0; s < steps; s++) fn(ctx, s, 0, np);
+        return;
+    }
+    onnxc_rnn_team t;
+    t.fn = fn;
+    t.ctx = ctx;
+    t.steps = steps;
+    t.np = np;
+    t.nt = nt;
+    atomic_init(&t.slow, 0);
+    atomic_init(&t.gen, 0);
+    for (int r = 0; r < nt; r++) {
+        atomic_init(&t.role[r].go, -1);
+        atomic_init(&t.role[r].done, 0);
+    }
+    onnxc_parallel(nt, nt, rnn_team_task, &t);
 }
 
 #if defined(__GNUC__) && !defined(__clang__)
@@ -130,37 +235,46 @@ int onnxc_rnn_bar_wait(onnxc_rnn_bar *b, int n) {
             onnxc_rnn_block_##S(M - i0 < ONNXC_RNN_MBLK ? M - i0 : ONNXC_RNN_MBLK, K, a + i0 * lda, lda, bp, \
                                 c + i0 * ldc, ldc, p0, p1);                                          \
     }                                                                                                \
+    /* a product's chunk ch of nch: rows (in 8s) or panels, units * ch / nch .. units * (ch + 1) / nch */ \
+    typedef struct {                                                                                 \
+        int64_t M, np, K, lda, ldc, units, nch;                                                      \
+        int by_rows;                                                                                 \
+        const T *a, *bp;                                                                             \
+        T *c;                                                                                        \
+    } onnxc_rnn_mul_args_##S;                                                                        \
+    static void onnxc_rnn_mul_chunk_##S(void *p, int64_t ch, int slot) {                             \
+        const onnxc_rnn_mul_args_##S *g = (const onnxc_rnn_mul_args_##S *)p;                         \
+        (void)slot;                                                                                  \
+        const int64_t u0 = g->units * ch / g->nch, u1 = g->units * (ch + 1) / g->nch;                \
+        int64_t r0 = 0, r1 = g->M, q0 = 0, q1 = g->np;                                               \
+        if (g->by_rows) {                                                                            \
+            r0 = u0 * 8;                                                                             \
+            r1 = u1 * 8 < g->M ? u1 * 8 : g->M;                                                      \
+        } else {                                                                                     \
+            q0 = u0;                                                                                 \
+            q1 = u1;                                                                                 \
+        }                                                                                            \
+        for (int64_t i0 = r0; i0 < r1; i0 += ONNXC_RNN_MBLK)                                         \
+            onnxc_rnn_block_##S(r1 - i0 < ONNXC_RNN_MBLK ? r1 - i0 : ONNXC_RNN_MBLK, g->K, g->a + i0 * g->lda, \
+                                g->lda, g->bp, g->c + i0 * g->ldc, g->ldc, q0, q1);                  \
+    }                                                                                                \
     void onnxc_rnn_mul_##S(int threads, int64_t M, int64_t np, int64_t K, const T *a, int64_t lda,   \
                            const T *bp, T *c, int64_t ldc) {                                         \
         int nt = threads > 1 && (double)M * (double)(np * P) * (double)K >= ONNXC_RNN_PAR_MIN ? threads : 1; \
-        if (nt <= 1) { /* no OpenMP region at all: a step of a small model takes well under a microsecond */ \
+        if (nt <= 1) { /* no pool job at all: a step of a small model takes well under a microsecond */ \
             for (int64_t i0 = 0; i0 < M; i0 += ONNXC_RNN_MBLK)                                       \
                 onnxc_rnn_block_##S(M - i0 < ONNXC_RNN_MBLK ? M - i0 : ONNXC_RNN_MBLK, K, a + i0 * lda, lda, \
                                     bp, c + i0 * ldc, ldc, 0, np);                                   \
             return;                                                                                  \
         }                                                                                            \
         /* threads split the panels when there are enough of them, else the rows (in 8s), in 4 chunks a \
-         * thread handed out dynamically: a thread that starts late (a busy machine, sleeping workers) \
-         * takes fewer instead of making the others wait for its share */                          \
+         * thread on the pool: a thread that starts late (a busy machine, sleeping workers) takes fewer \
+         * instead of making the others wait for its share */                                       \
         const int by_rows = np < 4 * (int64_t)nt;                                                    \
         const int64_t units = by_rows ? (M + 7) / 8 : np;                                            \
         const int64_t nch = units < 4 * (int64_t)nt ? units : 4 * (int64_t)nt;                        \
-        if (nt > nch) nt = (int)nch;                                                                 \
-        _Pragma("omp parallel for num_threads(nt) schedule(dynamic, 1)")                             \
-        for (int64_t ch = 0; ch < nch; ch++) {                                                       \
-            const int64_t u0 = units * ch / nch, u1 = units * (ch + 1) / nch;                        \
-            int64_t r0 = 0, r1 = M, q0 = 0, q1 = np;                                                 \
-            if (by_rows) {                                                                           \
-                r0 = u0 * 8;                                                                         \
-                r1 = u1 * 8 < M ? u1 * 8 : M;                                                        \
-            } else {                                                                                 \
-                q0 = u0;                                                                             \
-                q1 = u1;                                                                             \
-            }                                                                                        \
-            for (int64_t i0 = r0; i0 < r1; i0 += ONNXC_RNN_MBLK)                                     \
-                onnxc_rnn_block_##S(r1 - i0 < ONNXC_RNN_MBLK ? r1 - i0 : ONNXC_RNN_MBLK, K, a + i0 * lda, \
-                                    lda, bp, c + i0 * ldc, ldc, q0, q1);                             \
-        }                                                                                            \
+        onnxc_rnn_mul_args_##S g = {M, np, K, lda, ldc, units, nch, by_rows, a, bp, c};              \
+        onnxc_parallel(nt, nch, onnxc_rnn_mul_chunk_##S, &g);                                        \
     }
 
 ONNXC_RNN_DEFINE(float, s, ONNXC_RNN_P_S)

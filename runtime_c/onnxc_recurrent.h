@@ -15,24 +15,21 @@
  * prefetch-friendly streams. Register tiles keep eight or more vector accumulators (enough
  * independent FMA chains): with 512-bit vectors 8 rows x 1 panel (sixteen), 4 x 1, 2 x 2 and 1 x 4;
  * with narrower ones 2 x 1 and 1 x 2. Rows go in blocks of ONNXC_RNN_MBLK that stay cached while
- * the panels stream past. Threads split the panels, or the rows when there are few panels, in chunks handed out dynamically.
- * The products, the barrier and the LSTM gate math below are compiled once into the runtime library
+ * the panels stream past. Threads (the runtime's pool, onnxc_pool.h) split the panels, or the rows when
+ * there are few panels, in chunks that whoever runs takes.
+ * The products, the threaded time steps and the LSTM gate math below are compiled once into the runtime library
  * (onnxc_recurrent.c, with 512-bit vectors preferred where there are: GCC tunes many AVX-512 targets to
  * 256); the macros here are read by it and by the generated code, so -D overrides reach both.
  *
- * Also here: onnxc_rnn_panels_s/d (rows times a range of panels on the calling thread), the spin
- * barrier of the threaded time steps (templates/recurrent.c.j2: each thread owns whole panels of
- * hidden units, states double-buffered, one barrier per step, falling back to one thread when a
- * barrier waits too long), and the 512-bit LSTM gate math onnxc_lstm_gates_s.
+ * Also here: onnxc_rnn_panels_s/d (rows times a range of panels on the calling thread), the threaded
+ * time steps onnxc_rnn_steps (templates/recurrent.c.j2: each thread owns whole panels of hidden units,
+ * states double-buffered, one barrier per step, falling back to one thread when a barrier waits too
+ * long), and the 512-bit LSTM gate math onnxc_lstm_gates_s.
  */
 #ifndef ONNXC_RECURRENT_H
 #define ONNXC_RECURRENT_H
 
 #include "onnxc.h"
-#include <stdatomic.h>
-#ifdef _OPENMP
-#include <omp.h> /* the threaded time steps of templates/recurrent.c.j2 */
-#endif
 
 #define ONNXC_RNN_P_S 32 /* panel width in elements: 128 bytes */
 #define ONNXC_RNN_P_D 16
@@ -40,10 +37,9 @@
 #ifndef ONNXC_RNN_MBLK
 #define ONNXC_RNN_MBLK 128
 #endif
-/* Below this many multiply-adds a product runs on one thread. A fork/join costs a few microseconds on an
- * idle machine but far more on a busy one: workers that spun out their wait (about 1 ms, GOMP_SPINCOUNT in
- * codegen/native.py) sleep, and the join waits for a descheduled one. Measured on the shared 2-core VM (load
- * average 5): the input projection of the LSTM benchmark (32 x 64 x 512, 1 Mi multiply-adds, ~10 us on
+/* Below this many multiply-adds a product runs on one thread (no pool job). A fork/join costs a few
+ * microseconds on an idle machine but more on a busy one, where sleeping workers must be woken. Measured
+ * (with OpenMP, before the pool) on the shared 2-core VM (load average 5): the input projection of the LSTM benchmark (32 x 64 x 512, 1 Mi multiply-adds, ~10 us on
  * one core) took the whole model from 115 to 184 us (median) when split between two threads. */
 #ifndef ONNXC_RNN_PAR_MIN
 #define ONNXC_RNN_PAR_MIN 4194304
@@ -57,24 +53,29 @@
 #define ONNXC_RNN_STEP_PAR_MIN 1048576
 #endif
 
-/* The barrier between the time steps of the threads of one direction: a generation counter that the
- * last thread to arrive advances. It spins (a step takes about a microsecond, far less than a sleep
- * and wake-up). A thread that waits longer than ONNXC_RNN_SPIN pauses (another thread was descheduled:
- * the machine has more work than cores) marks the barrier slow and yields; the last thread then
- * decides that the remaining steps run on one thread, and the wait returns 1 to every thread. */
+/* The time steps of one direction on several threads:
+ *
+ *   onnxc_rnn_steps(nt, steps, np, fn, ctx);   // fn(ctx, s, q0, q1) for s = 0 .. steps - 1
+ *
+ * runs step s over panel ranges [q0, q1) that cover [0, np), every range of step s after all of step
+ * s - 1, on up to nt threads of the runtime's pool: role r (a chunk of one onnxc_parallel job) owns
+ * [np r / nt, np (r + 1) / nt). fn must give the same bits whichever ranges it is called with (each
+ * unit's sums in the same order). Between two steps the roles meet at a spin barrier (a step takes
+ * about a microsecond, far less than a sleep and wake-up) that role 0 keeps: it waits for every other
+ * role to finish the step, then lets them start the next. A pool worker may join late or never (its
+ * core is taken: the caller then runs the roles one after the other), so role 0 never waits long for a
+ * role that has not claimed the step: after ONNXC_RNN_SPIN pauses it takes the step from that role
+ * (an atomic claim per role and step decides who runs it) and goes on alone, running every range of
+ * the remaining steps itself; a role that finds its step taken returns at once. Role 0 also goes on
+ * alone when any wait at a barrier took longer than ONNXC_RNN_SPIN pauses (a thread was descheduled:
+ * the machine has more work than cores), and then notes a late thread (onnxc_pool_note); while the pool
+ * finds the machine crowded (onnxc_pool_crowded) the steps run on the calling thread alone. Results do
+ * not depend on which thread ran which range, nor on when role 0 went on alone. */
 #ifndef ONNXC_RNN_SPIN
 #define ONNXC_RNN_SPIN 2000
 #endif
-typedef struct {
-    atomic_int count, gen, slow, serial;
-} onnxc_rnn_bar;
-
-/* Zero the barrier (before the threads of a direction start). */
-ONNXC_RT_API void onnxc_rnn_bar_init(onnxc_rnn_bar *b);
-
-/* Wait until the n threads have arrived; returns 1 (to every thread) once the remaining steps must run
- * on one thread. */
-ONNXC_RT_API int onnxc_rnn_bar_wait(onnxc_rnn_bar *b, int n);
+typedef void (*onnxc_rnn_step_fn)(void *ctx, int64_t s, int64_t q0, int64_t q1);
+ONNXC_RT_API void onnxc_rnn_steps(int nt, int64_t steps, int64_t np, onnxc_rnn_step_fn fn, void *ctx);
 
 /* The panel products (see the top of this file): rows [0, M) times panels [p0, p1) on the calling
  * thread (onnxc_rnn_panels_*), and the whole product on up to `threads` threads (onnxc_rnn_mul_*). */

@@ -5,14 +5,15 @@ Each direction runs as a static function rendered from templates/recurrent.c.j2 
 activations, clip, peepholes and GRU/LSTM variant baked into the fused gate math: the input
 projection X W^T of all time steps is one matrix product; each time step is one small product of
 the batch's states with R^T, followed by one vectorized loop of gate math per batch row. Both
-products read weights packed in panels (runtime_c/onnxc_recurrent.h). The two
-directions of a bidirectional node run on two threads when the node may use several; an RNN/LSTM
-direction whose steps are large (ONNXC_RNN_STEP_PAR_MIN) runs its steps on several threads, each
-owning whole panels of hidden units, with one barrier per step. LSTM with the default activations
-computes its gate math with 512-bit vectors where there are (``onnxc_lstm_gates_s``); at batch 1 with
-whole panels per gate its step is one fused pass over R (``onnxc_lstm_step_s``: the four gate columns
-of 32 units accumulate in registers and go through the gate math at once; threads from
-ONNXC_LSTM_FUSED_PAR_MIN multiply-adds per step).
+products read weights packed in panels (runtime_c/onnxc_recurrent.h). Threads are the runtime's
+pool (onnxc_pool.h): the two directions of a bidirectional node run as two chunks of one job
+(par_for) when the node may use several threads; an RNN/LSTM direction whose steps are large
+(ONNXC_RNN_STEP_PAR_MIN) runs its steps on several threads, each owning whole panels of hidden units,
+with one barrier per step (onnxc_rnn_steps: roles that start late or never are not waited for). LSTM
+with the default activations computes its gate math with 512-bit vectors where there are
+(``onnxc_lstm_gates_s``); at batch 1 with whole panels per gate its step is one fused pass over R
+(``onnxc_lstm_step_s``: the four gate columns of 32 units accumulate in registers and go through the
+gate math at once; threads from ONNXC_LSTM_FUSED_PAR_MIN multiply-adds per step).
 
 sequence_lens: a batch entry is processed only over its own length (a reverse direction starts at
 its last valid step); Y is zero past the length and Y_h/Y_c are the states of the last valid step,
@@ -37,6 +38,7 @@ from ..templating import render
 from . import half
 from .base import KernelCtx, kernel
 from .nncommon import is_used, lit
+from .parfor import par_for
 from .typesets import ALL_FLOATS
 
 
@@ -126,7 +128,7 @@ def _direction_fn(ctx: KernelCtx, spec: RecurrentSpec, d: int, dt: DType) -> str
     name = "onnxc_rnn_" + hashlib.sha1(code.encode()).hexdigest()[:16]
     ctx.helper("onnxc_recurrent", '#include "onnxc_recurrent.h"')
     ctx.helper("onnxc_elementwise", '#include "onnxc_elementwise.h"')
-    return ctx.helper(name, code.replace("NAME(", f"{name}(", 1))
+    return ctx.helper(name, code.replace("NAME", name))
 
 
 @kernel("RNN", "GRU", "LSTM", domain=INTERNAL_DOMAIN, types=ALL_FLOATS)
@@ -178,13 +180,14 @@ def recurrent(ctx: KernelCtx) -> str:
         ]
         calls.append(f"{fn}({', '.join(args)})")
     if nd == 1:
-        lines += ["const int inner = onnxc_omp_threads(rt);", f"const int rc = {calls[0]};"]
-    else:  # the directions are independent: one thread each, the rest of the threads inside
-        lines += ["const int inner = onnxc_omp_threads(rt) > 2 ? onnxc_omp_threads(rt) / 2 : 1;",
-                  "int rc = 0;",
-                  "#pragma omp parallel for num_threads(2) if (onnxc_omp_threads(rt) > 1) reduction(| : rc) schedule(static)",
-                  "for (int d = 0; d < 2; d++)",
-                  f"    rc |= d == 0 ? {calls[0]} : {calls[1]};"]
+        lines += ["const int inner = rt->threads;", f"const int rc = {calls[0]};"]
+    else:
+        # the directions are independent: one thread each on the pool (a direction runs its own products and
+        # steps on the thread that runs it: a pool job inside a job would run on its caller alone anyway)
+        work = "2.0 * (double)T * (double)N * (double)GH * (double)(I + H)"
+        lines += ["const int inner = 1;", "int rc = 0, *bad_ = &rc;"]
+        lines += par_for(ctx, "d", "2", [f"if (d == 0 ? {calls[0]} : {calls[1]}) __atomic_store_n(bad_, 1, __ATOMIC_RELAXED);"],
+                         work=work, head=[lines[0]], captures=[("int64_t *", "lens"), ("int", "inner"), ("int *", "bad_")])
     lines += ["free(lens);",
               f"if (rc) return onnxc_fail(rt, ONNXC_ERR_MEMORY, \"%s: out of memory\", {ctx.who});",
               "return 0;"]

@@ -6,8 +6,8 @@ every input type (float, double, int64, int32) is first rounded to float. A row'
 ``K(x, sv)`` are computed directly per support vector: LINEAR ``x.sv``, POLY
 ``(gamma x.sv + coef0)^degree``, SIGMOID ``tanh(gamma x.sv + coef0)``, RBF ``exp(-gamma sum (x -
 sv)^2)`` — the RBF sum in float, in onnxruntime's order, the dot products in double — never as
-``|x|^2 - 2 x.sv + |sv|^2``, whose cancellation could flip votes. Rows run in parallel (OpenMP)
-when the model may use several threads.
+``|x|^2 - 2 x.sv + |sv|^2``, whose cancellation could flip votes. Rows run in parallel (on the
+runtime's pool, from ROWS_PAR_MIN rows) when the model may use several threads.
 
 Classifier, support-vector mode (``vectors_per_class`` sums to V > 0): the decision value of the
 class pair (i, j), i < j, pairs in row-major order, is ``rho[p] + sum_{v in i} coef[j-1][v] K_v +
@@ -54,14 +54,16 @@ from onnxc.passes.shapes.ml_svm import INPUT_TYPES, SvmSpec, classifier_spec, re
 from . import ml_post
 from .base import KernelCtx, kernel
 from .ctables import float_lit, int_table, str_lit, table
+from .parfor import par_for
 
 # libsvm's coupling stays in the model's translation unit: compiled there, the class count k is a
 # constant and GCC contracts its float arithmetic into FMAs differently than in a generic copy
 # (last-bit differences in the probabilities); a runtime-library copy would change the outputs.
 _COUPLING = r"""
 /* libsvm's multi-class probability from pairwise probabilities r[k * k] into p[k]; Q[k * k], Qp[k]
- * are scratch. */
-static void onnxc_svm_coupling(int64_t k, const float *r, float *p, float *Q, float *Qp) {
+ * are scratch. Never inlined: its float arithmetic (contracted into FMAs) then compiles to the same code
+ * whichever function calls it, the kernel or the pool's row task, so threads give the one-thread bits. */
+static __attribute__((noinline)) void onnxc_svm_coupling(int64_t k, const float *r, float *p, float *Q, float *Qp) {
     const float eps = 0.005f / (float)k;
     for (int64_t i = 0; i < k * k; i++) Q[i] = 0.0f;
     for (int64_t i = 0; i < k; i++) {
@@ -100,6 +102,7 @@ static void onnxc_svm_coupling(int64_t k, const float *r, float *p, float *Q, fl
 }
 """
 
+ROWS_PAR_MIN = 32  # rows from which the rows run on several threads
 _POST = {"NONE": 0, "SOFTMAX": 1, "LOGISTIC": 2, "SOFTMAX_ZERO": 3, "PROBIT": 4}
 
 
@@ -128,25 +131,25 @@ def _kernel_values(spec: SvmSpec, sv: str, nv: int, out: str) -> list[str]:
 
 def _rows(ctx: KernelCtx, spec: SvmSpec, dscratch: str, fscratch: str, body: list[str]) -> str:
     """The kernel body: the feature check, then ``body`` per row ``r`` (``xf``: the row as float) with
-    per-thread scratch of ``dscratch`` doubles (``ws_``) and ``fscratch`` floats (``fs_``)."""
+    per-thread scratch of ``dscratch`` doubles (``ws_``) and ``fscratch`` floats (``fs_``). Rows run on the
+    runtime's pool from ROWS_PAR_MIN rows; the scratch is one block per pool slot."""
     x = ctx.ins[0]
     who = ctx.who
     n, f = (x.dims[0], x.dims[1]) if x.rank == 2 else ("1", x.dims[0])
-    par = ctx.threads > 1
+    slots = "(int64_t)rt->threads" if ctx.threads > 1 else "1"
     lines = [f"const int64_t n_ = {n}, f_ = {f};",
              f"if (f_ != {spec.n_features}) return onnxc_fail(rt, ONNXC_ERR_INPUT, \"%s: the input has %lld "
              f"features, the model expects {spec.n_features}\", {who}, (long long)f_);",
-             "int bad_ = 0;"]
-    if par:
-        lines.append("#pragma omp parallel num_threads(onnxc_omp_threads(rt)) if (n_ >= 32) reduction(| : bad_)")
-    lines += ["{", f"double *ws_ = (double *)onnxc_alloc({dscratch} * sizeof(double));",
-              f"float *fs_ = (float *)onnxc_alloc({fscratch} * sizeof(float));", "if (!ws_ || !fs_) bad_ = 1;"]
-    if par:
-        lines.append("#pragma omp for schedule(dynamic, 8)")
-    lines += ["for (int64_t r = 0; r < n_; r++) {", "if (!ws_ || !fs_) continue;", "float *restrict xf = fs_;",
-              f"for (int64_t k = 0; k < {spec.n_features}; k++) xf[k] = (float)in0[r * {spec.n_features} + k];",
-              *body, "}", "free(ws_);", "free(fs_);", "}",
-              f"if (bad_) return onnxc_fail(rt, ONNXC_ERR_MEMORY, \"%s: out of memory\", {who});", "return 0;"]
+             f"double *ws_all_ = (double *)onnxc_alloc((size_t)({slots} * {dscratch}) * sizeof(double));",
+             f"float *fs_all_ = (float *)onnxc_alloc((size_t)({slots} * {fscratch}) * sizeof(float));",
+             "if (!ws_all_ || !fs_all_) {", "free(ws_all_);", "free(fs_all_);",
+             f"return onnxc_fail(rt, ONNXC_ERR_MEMORY, \"%s: out of memory\", {who});", "}"]
+    rows = [f"double *ws_ = ws_all_ + (int64_t)slot_ * {dscratch};",
+            f"float *fs_ = fs_all_ + (int64_t)slot_ * {fscratch};", "(void)ws_;", "float *restrict xf = fs_;",
+            f"for (int64_t k = 0; k < {spec.n_features}; k++) xf[k] = (float)in0[r * {spec.n_features} + k];", *body]
+    lines += par_for(ctx, "r", "n_", rows, work="n_", grain=ROWS_PAR_MIN // 2, head=lines[:1],
+                     captures=[("double *", "ws_all_"), ("float *", "fs_all_")])
+    lines += ["free(ws_all_);", "free(fs_all_);", "return 0;"]
     return "\n".join(lines)
 
 

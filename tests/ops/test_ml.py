@@ -303,6 +303,10 @@ def test_tree_ensemble_parallel_rows():
     attrs = random_forest(rng, 8, 4, 5, 3, [0, 1, 2, 3, 4, 5, 6], missing=True)
     x = tree_input(rng, 300, 5, nans=True)
     m = ml_model("TreeEnsemble", {"x": x}, TP.FLOAT, version=5, input_shapes={"x": ["N", 5]}, **attrs)
-    cm = onnxc.compile(m, threads=2)
-    assert "onnxc_parallel(" in cm.c_source
-    np.testing.assert_allclose(cm.run({"x": x})["y"], reference(m, {"x": x})[0], rtol=1e-5, atol=1e-5)
+    cm, one = onnxc.compile(m, threads=2), onnxc.compile(m, threads=1)
+    assert "onnxc_parallel(" in cm.c_source and "omp parallel" not in cm.c_source
+    # large and small row counts: the same bits as one thread
+    for n in (300, 40):
+        got = cm.run({"x": x[:n]})["y"]
+        np.testing.assert_allclose(got, reference(m, {"x": x[:n]})[0], rtol=1e-5, atol=1e-5)
+        np.testing.assert_array_equal(got, one.run({"x": x[:n]})["y"])

@@ -128,10 +128,25 @@ def test_svc_one_row_static_and_rank1():
 
 
 def test_svc_threads_and_empty_batch():
-    m = svm_model("SVMClassifier", 5, **svc_attrs("SIGMOID", [4, 3, 5], 5, True, False))
-    check(m, rows(300, 5), threads=2, reference=False)
-    labels, z = onnxc.compile(m).run({"x": np.zeros((0, 5), np.float32)}).values()
-    assert labels.shape == (0,) and z.shape == (0, 3)
+    """At threads=2 the rows (from 32) run on the runtime's pool with one scratch block per pool slot: against
+    onnxruntime and bit for bit against the one-thread build, for several values of the symbolic N."""
+    for kw in ({"kernel": "SIGMOID", "vpc": [4, 3, 5], "proba": True, "strings": False},
+               {"kernel": "RBF", "vpc": [6, 2], "proba": False, "strings": True}):
+        m = svm_model("SVMClassifier", 5, **svc_attrs(kw["kernel"], kw["vpc"], 5, kw["proba"], kw["strings"]))
+        two, one = onnxc.compile(m, threads=2), onnxc.compile(m, threads=1)
+        assert "onnxc_parallel(" in two.c_source and "omp parallel" not in two.c_source
+        x = rows(500, 5)
+        for n in (500, 32, 31, 1):
+            got = check(m, x[:n], threads=2, reference=False)
+            for g, w in zip(got, one.run({"x": x[:n]}).values()):
+                assert g.tolist() == w.tolist()
+        labels, z = two.run({"x": np.zeros((0, 5), np.float32)}).values()
+        assert labels.shape == (0,) and z.shape[0] == 0
+    rng = np.random.RandomState(9)
+    r = svm_model("SVMRegressor", 5, kernel_type="POLY", kernel_params=KERNELS["POLY"], n_supports=7,
+                  support_vectors=rng.randn(35).tolist(), coefficients=rng.uniform(-1, 1, 7).tolist(), rho=[0.1])
+    x = rows(400, 5)
+    np.testing.assert_array_equal(check(r, x, threads=2, reference=False)[0], onnxc.compile(r).run({"x": x})["y"])
 
 
 def test_svc_vote_ties_pick_the_first_class():

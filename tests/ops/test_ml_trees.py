@@ -319,3 +319,21 @@ def test_classifier_label_errors():
     with pytest.raises(onnxc.OnnxcError, match="single class label"):
         onnxc.compile(model("TreeEnsembleClassifier", x, {**base, **cls, "class_ids": [0, 0],
                                                           "classlabels_int64s": [1]}))
+
+
+@pytest.mark.parametrize("kind", ["ints", "strings"])
+def test_classifier_rows_on_the_pool(kind):
+    """At threads=2 the rows run on the runtime's pool (onnxc_parallel, no OpenMP region) from 64 rows: the
+    same labels and bits as the one-thread build, against onnxruntime, for several values of the symbolic N."""
+    rng = np.random.default_rng(seed(("pool", kind)))
+    nodes, w = forest(rng, 12, 4, 5, MODES, lambda t: range(3), missing=True)
+    attrs = dict(nodes, post_transform="SOFTMAX", **labels(kind, 3), **weights(w, "class", False))
+    x = inputs(rng, 700, 5, nans=True)
+    m = model("TreeEnsembleClassifier", x, attrs)
+    one = onnxc.compile(m, threads=1)
+    for n in (700, 64, 63, 1):
+        got = check(m, x[:n], threads=2)
+        assert "onnxc_parallel(" in got["compiled"].c_source and "omp parallel" not in got["compiled"].c_source
+        base = one.run({"x": x[:n]})
+        for k in ("label", "y"):
+            np.testing.assert_array_equal(got[k], base[k])

@@ -411,3 +411,118 @@ def test_products_split_between_threads(op, H):
     one = check_rnn(op, ins, threads=1, rtol=1e-3, atol=1e-4)
     for k in one:
         np.testing.assert_array_equal(one[k], two[k])
+
+
+# ---- the threaded time steps on the runtime's pool (onnxc_rnn_steps)
+
+# Every order in which the roles may start: on the pool, from inside another pool job (the roles then run
+# one after the other on the caller: role 0 must take the others' steps and they must return at once), with
+# roles that stall (role 0 takes their steps), from several threads at once (one gets the pool, the others
+# run alone), and with ONNXC_RNN_SPIN=0 (every wait is long). Each step's every panel must run exactly
+# once, after all panels of the step before.
+STEPS_TEST_C = r"""
+#include "onnxc_recurrent.h"
+#include "onnxc_pool.h"
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <time.h>
+#define S_MAX 64
+#define NP_MAX 16
+typedef struct {
+    int64_t steps, np;
+    int stall; /* microseconds a range that does not start at panel 0 sleeps on some steps */
+    _Atomic int runs[S_MAX][NP_MAX];
+    _Atomic int bad;
+} job;
+static void step(void *p, int64_t s, int64_t q0, int64_t q1) {
+    job *j = (job *)p;
+    if (q0 >= q1 || q0 < 0 || q1 > j->np) atomic_store(&j->bad, 1);
+    if (s > 0)
+        for (int64_t q = 0; q < j->np; q++)
+            if (atomic_load(&j->runs[s - 1][q]) != 1) atomic_store(&j->bad, 1);
+    if (j->stall && q0 > 0 && s % 7 == 3) {
+        struct timespec ts = {0, j->stall * 1000L};
+        nanosleep(&ts, NULL);
+    }
+    for (int64_t q = q0; q < q1; q++) atomic_fetch_add(&j->runs[s][q], 1);
+}
+static int run(int nt, int64_t steps, int64_t np, int stall) {
+    job *j = calloc(1, sizeof(job));
+    j->steps = steps, j->np = np, j->stall = stall;
+    onnxc_rnn_steps(nt, steps, np, step, j);
+    int bad = atomic_load(&j->bad);
+    for (int64_t s = 0; s < steps; s++)
+        for (int64_t q = 0; q < np; q++) bad |= atomic_load(&j->runs[s][q]) != 1;
+    free(j);
+    if (bad) printf("FAIL nt=%d steps=%ld np=%ld stall=%d\n", nt, (long)steps, (long)np, stall);
+    return bad;
+}
+static _Atomic int failed;
+static void nested(void *p, int64_t i, int slot) {
+    (void)p, (void)slot;
+    failed |= run(2 + (int)i % 3, 40, 7, 0);
+}
+static void *other(void *p) {
+    (void)p;
+    for (int k = 0; k < 20; k++) failed |= run(2, 30, 8, 0);
+    return NULL;
+}
+int main(void) {
+    int bad = 0;
+    for (int nt = 1; nt <= 5; nt++)
+        for (int rep = 0; rep < 30; rep++) bad |= run(nt, 1 + rep % S_MAX, 1 + (rep + nt) % NP_MAX, 0);
+    onnxc_parallel(2, 6, nested, NULL); /* roles inside a pool job */
+    pthread_t th;
+    pthread_create(&th, NULL, other, NULL);
+    for (int k = 0; k < 20; k++) bad |= run(2, 30, 8, 0);
+    pthread_join(th, NULL);
+    bad |= failed;
+    /* last: a barrier that goes on alone notes a late thread, and a crowded pool runs the steps on one */
+    for (int rep = 0; rep < 5; rep++) bad |= run(2, S_MAX, 8, 300) | run(3, S_MAX, 9, 200);
+    puts(bad ? "FAILED" : "OK");
+    return bad;
+}
+"""
+
+
+@pytest.mark.parametrize("spin", [None, 0])
+def test_threaded_steps_protocol(tmp_path, spin):
+    src = tmp_path / "rnn_steps_test.c"
+    src.write_text(STEPS_TEST_C)
+    exe = tmp_path / "rnn_steps_test"
+    srcs = [str(src), *map(str, sources_for(STEPS_TEST_C))]
+    cmd = [default_cc(), "-std=gnu11", "-O2", "-pthread", "-I", str(runtime_dir()), *srcs, "-o", str(exe), "-lm"]
+    if spin is not None:
+        cmd.insert(1, f"-DONNXC_RNN_SPIN={spin}")
+    subprocess.run(cmd, check=True, capture_output=True)
+    r = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip().endswith("OK"), r.stdout
+
+
+@pytest.mark.parametrize("op", ["LSTM", "RNN", "GRU"])
+def test_pool_paths_match_one_thread_with_symbolic_dims(op):
+    """At threads=2 the steps (LSTM, RNN: onnxc_rnn_steps), the products (onnxc_rnn_mul on the pool) and the two
+    directions of a bidirectional node (par_for) run on the runtime's pool, with no OpenMP region: against the
+    reference and bit for bit against the one-thread build, with a symbolic sequence length and batch."""
+    flags = ("-O3", "-march=native", "-DONNXC_RNN_STEP_PAR_MIN=0", "-DONNXC_RNN_PAR_MIN=0")
+    for direction, H in (("forward", 64), ("bidirectional", 96)):
+        nd = 2 if direction == "bidirectional" else 1
+        ins = _inputs(op, 6, 3, 40, H, nd, lens=[6, 2, 0], h0=True)
+        shapes = {"X": ["T", "N", 40], "sequence_lens": ["N"], "initial_h": [nd, "N", H]}
+        m = node_model(op, ins, 3 if op == "LSTM" else 2, 22, input_shapes=shapes, hidden_size=H, direction=direction)
+        two, one = onnxc.compile(m, threads=2, flags=flags), onnxc.compile(m, threads=1, flags=flags)
+        src = two.c_source
+        assert "omp parallel" not in src and "onnxc_rnn_mul_s(" in src
+        assert ("onnxc_rnn_steps(" in src) == (op != "GRU")
+        assert ("onnxc_parallel(" in src) == (nd == 2)
+        for T, lens in ((6, [6, 2, 0]), (9, [9]), (11, [3, 11]), (0, [0, 0])):
+            N = len(lens)
+            feeds = {"X": rng.standard_normal((T, N, 40)).astype(np.float32), "W": ins["W"], "R": ins["R"],
+                     "B": ins["B"], "sequence_lens": np.array(lens, np.int32),
+                     "initial_h": rng.standard_normal((nd, N, H)).astype(np.float32)}
+            a, b = two.run(feeds), one.run(feeds)
+            want = run(op, *[feeds.get(n) for n in NAMES], hidden_size=H, direction=direction)
+            for i, w in enumerate(want):
+                np.testing.assert_array_equal(a[f"y{i}"], b[f"y{i}"])
+                np.testing.assert_allclose(a[f"y{i}"], w, rtol=1e-3, atol=1e-4)
