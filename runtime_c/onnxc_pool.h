@@ -5,9 +5,9 @@
  * The calling thread and up to threads - 1 workers take chunk indices from one shared atomic counter,
  * so whoever runs takes the work: a worker whose core is taken by another process (a busy machine)
  * simply takes fewer chunks, and one that has not woken by the time the chunks run out is not waited
- * for at all. The caller waits only for the workers that are inside a chunk. OpenMP differs here: a
- * parallel region ends at a barrier every thread of the team must reach, so a descheduled worker
- * costs the whole region a scheduler time slice (milliseconds), once per region.
+ * for at all. The caller waits only for the workers that are inside a chunk. (A parallel region of OpenMP,
+ * which onnxc used before, ends at a barrier every thread of the team must reach, so a descheduled worker
+ * costs the whole region a scheduler time slice, milliseconds, once per region.)
  *
  * `slot` names the participant: 0 for the caller, 1 .. threads - 1 for the workers that joined; at
  * most one participant holds a slot during a call, so per-slot scratch buffers need no lock. Which
@@ -44,9 +44,9 @@ ONNXC_RT_API void onnxc_parallel(int threads, int64_t n, onnxc_task_fn fn, void 
 
 /* Whether this library's threads were recently short of a core: pool workers joined late (after a quarter
  * of the chunks were taken) or not at all in most jobs of 200 us or more, or other code noted a late
- * thread (onnxc_pool_note), within the last second. Then another process holds the cores, and a region
- * that must wait for every thread (OpenMP's, in generated code: onnxc_omp_threads in onnxc_process.h)
- * would wait for a time slice: such regions run on one thread. */
+ * thread (onnxc_pool_note), within the last second. Then another process holds the cores, and work whose
+ * threads must all keep pace (the recurrent time steps, onnxc_recurrent.h) would wait for a time slice:
+ * such work runs on one thread. */
 ONNXC_RT_API int onnxc_pool_crowded(void);
 
 /* Record one threaded piece of work whose threads all started in time (late = 0) or not (late = 1). */

@@ -29,13 +29,6 @@ static inline int onnxc_run_threads(int threads) {
     return threads > 0 ? threads : 1;
 }
 
-/* The team size of an OpenMP region of generated code (num_threads): the run's threads, or 1 while the
- * runtime's pool finds the machine crowded (onnxc_pool_crowded): an OpenMP region ends when its slowest
- * thread does, a time slice when that thread's core is taken. */
-static inline int onnxc_omp_threads(const onnxc_rt *rt) {
-    return rt->threads > 1 && onnxc_pool_crowded() ? 1 : rt->threads;
-}
-
 /* A counter nobody increments: the cancel counter of runs that cannot be cancelled. */
 static const unsigned onnxc_no_cancel = 0;
 
