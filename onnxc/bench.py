@@ -64,18 +64,21 @@ def ort_session(model: str | os.PathLike, threads: int, profile_prefix: str | No
     return ort.InferenceSession(str(model), so, providers=["CPUExecutionProvider"])
 
 
-BLOCK_SECONDS = 0.02  # a turn of one engine lasts at least this long (see interleaved)
+BLOCK_SECONDS = 0.1  # a turn of one engine lasts at least this long (see interleaved)
+# an untimed pause before each turn: onnxruntime's workers spin about 40 ms of CPU after a run (onnxc's pool
+# 0.3 ms), and in one process that spinning would take the cores the other engine's next turn runs on
+QUIET_SECONDS = 0.06
 
 
 def interleaved(fns: list[Callable[[], object]], budget: Budget, block: float = BLOCK_SECONDS) -> list[list[float]]:
     """Seconds per run of each function, run in turns (f0 block, f1 block, f0 block, ...) after warm-up,
     so slow drifts of a shared machine hit all of them alike.
 
-    A function faster than ``block`` seconds runs a block of repeated runs per turn and its first run
-    is not recorded: both engines' thread pools keep spinning for a while after a run (onnxc's about
-    1 ms, see codegen/native.py; onnxruntime's likewise), and that tail would otherwise land on the
-    other engine's next run, penalizing whichever runs second in a shared process rather than timing
-    either. Slower functions run once per turn (the tail is then a small part of a run)."""
+    Both engines' thread pools keep spinning for a while after a run (onnxruntime's workers about 40 ms,
+    onnxc's 0.3 ms): in one process that tail would take the cores of the other engine's next run,
+    penalizing whichever runs second rather than timing either. So each turn starts after an untimed
+    pause of QUIET_SECONDS, and a function faster than ``block`` seconds runs a block of repeated runs
+    per turn whose first run is not recorded. Slower functions run once per turn."""
     per_run = []
     for f in fns:
         t = time.perf_counter()
@@ -87,6 +90,8 @@ def interleaved(fns: list[Callable[[], object]], budget: Budget, block: float = 
     start = time.perf_counter()
     while True:
         for f, ts, k in zip(fns, times, reps):
+            if len(fns) > 1:
+                time.sleep(QUIET_SECONDS)
             for i in range(k):
                 t = time.perf_counter()
                 f()
