@@ -268,12 +268,19 @@ def string_pointers(a: np.ndarray, keep: list, what: str, ffi: cffi.FFI = _ffi) 
 
 
 def _dense_maps(p, ffi: cffi.FFI, maps_dense) -> list | None:
-    c, dt = ffi.new("int64_t *"), ffi.new("int32_t *")
-    if not maps_dense(p, ffi.NULL, c, dt):
+    """ZipMap's sequence of maps as dicts, through one copy of every value into one array, or None when
+    the maps do not share one key table (the library checks, ``<prefix>_maps_dense``)."""
+    m0 = p.items[0] if p.n > 0 else None
+    if m0 is None or m0.kind != 3 or m0.n != 2 or m0.items[1].kind != 1:
         return None
-    values = np.empty((p.n, c[0]), DType(dt[0]).np)
-    maps_dense(p, ffi.from_buffer(values), c, dt)
-    keys = _scalars(p.items[0].items[0].t, ffi)
+    vt = m0.items[1].t
+    npdt = _NP_OF.get(vt.dtype)
+    if npdt is None or vt.rank != 1:
+        return None
+    values = np.empty((p.n, vt.dims[0]), npdt)
+    if not maps_dense(p, ffi.from_buffer(values), ffi.NULL, ffi.NULL):
+        return None
+    keys = _scalars(m0.items[0].t, ffi)
     if not 0 < len(keys) <= _DICT_LITERAL_MAX:
         return [dict(zip(keys, row)) for row in values.tolist()]
     return _dict_rows(len(keys))(*keys, values.tolist())
@@ -405,6 +412,8 @@ _UNPACK = {int(DType.FLOAT): "float *", int(DType.DOUBLE): "double *", int(DType
            int(DType.INT32): "int32_t *", int(DType.INT16): "int16_t *", int(DType.INT8): "int8_t *",
            int(DType.UINT64): "uint64_t *", int(DType.UINT32): "uint32_t *", int(DType.UINT16): "uint16_t *",
            int(DType.UINT8): "uint8_t *"}
+# numpy element types of numeric tensor data (dtype code -> numpy dtype)
+_NP_OF = {int(d): d.np for d in DType if d not in (DType.UNDEFINED, DType.STRING) and d.np is not None}
 # bytes of one element in a tensor's data (strings: a pointer)
 _ITEMSIZE = {int(d): (_ffi.sizeof("void *") if d == DType.STRING else d.np.itemsize)
              for d in DType if d != DType.UNDEFINED}

@@ -86,8 +86,8 @@ int onnxc_seq_maps_dense(const onnxc_value *seq, void *out, int64_t *c, int32_t 
         if (kb && k->data != k0->data && memcmp(k->data, k0->data, kb) != 0) return 0;
         if (out && vb) memcpy((char *)out + (size_t)i * vb, v->data, vb);
     }
-    *c = v0->dims[0];
-    *dtype = v0->dtype;
+    if (c) *c = v0->dims[0];
+    if (dtype) *dtype = v0->dtype;
     return 1;
 }
 

@@ -68,7 +68,7 @@ ONNXC_RT_API onnxc_value *onnxc_value_adopt(onnxc_tensor *t);
 
 /* Whether seq is a sequence of n >= 1 maps sharing one key table (1-D keys with the same bytes; string
  * keys: the same pointers, as ZipMap's literals) whose values are 1-D numeric tensors of one type and the
- * keys' length: then *c and *dtype are set, the values are written row by row to out (n * c elements)
+ * keys' length: then *c and *dtype are set (when not NULL), the values are written row by row to out (n * c elements)
  * unless out is NULL, and 1 is returned; else 0. Lets a reader build n dicts from one array. */
 ONNXC_RT_API int onnxc_seq_maps_dense(const onnxc_value *seq, void *out, int64_t *c, int32_t *dtype);
 

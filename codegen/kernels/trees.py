@@ -221,7 +221,7 @@ def walk_rows(ctx: KernelCtx, f: Forest, nt: int, agg: int, finish: list[str], t
     exact_single = all(math.isnan(s) or float(np.float32(s)) == s for s in f.split)
     ntrees = len(f.roots)
     depth = max(1, round(math.log2(len(f.feature) / max(ntrees, 1) + 1)))  # a path's nodes, roughly
-    work = f"n_ * {max(ntrees, 1) * depth * 2}"  # about 2 elements' time per node visited
+    work = f"n_ * {max(ntrees, 1) * depth * 4}"  # about 4 elements' time per node visited (a row block's step)
     tab = {"lw": double_table(ctx, f.leaf_weight)}
     if x.dtype == DType.FLOAT and f.feature and exact_single and len(set(f.mode)) == 1 and f.mode[0] in _CMP \
             and f.mode[0] < 4 and not any(f.missing):
