@@ -199,3 +199,16 @@ def test_empty_batch():
                    kernel_shape=[3, 3], strides=[2, 2])
     got = onnxc.compile(m).run({"x": np.zeros((0, 3, 8, 8), np.float32)})["y0"]
     assert got.shape == (0, 3, 3, 3)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("op", ["MaxPool", "AveragePool", "LpPool"])
+def test_empty_maps(op, threads):
+    """An input with no rows or no columns (symbolic H, W at 0) gives an empty output; the kernel's setup,
+    which the pool's tasks repeat, must not divide by the empty sizes (a fuzzed model did: SIGFPE)."""
+    m = node_model(op, {"x": _f(1, 3, 6, 6)}, 1, 19, input_shapes={"x": ["N", 3, "H", "W"]},
+                   kernel_shape=[2, 2], strides=[2, 2])
+    cm = onnxc.compile(m, threads=threads)
+    for shape in [(1, 3, 0, 6), (1, 3, 6, 0), (1, 3, 0, 0), (2, 3, 1, 1)]:
+        got = cm.run({"x": np.zeros(shape, np.float32)})["y0"]
+        assert got.shape == (shape[0], 3, max(shape[2] // 2, 0), max(shape[3] // 2, 0))
