@@ -13,7 +13,7 @@ static inline __attribute__((always_inline)) void onnxc_ci_k512(const int R, int
                                                                 const float *xb, const int64_t *koff, float *y,
                                                                 int64_t ldy, int mr, __mmask16 m0, __mmask16 m1,
                                                                 int full, int add, const onnxc_sg_epi *e, int64_t ei,
-                                                                int64_t yp) {
+                                                                int64_t yp, const int lfull, __mmask16 l0, __mmask16 l1) {
     __m512 acc[12][2];
 #pragma GCC unroll 12
     for (int i = 0; i < R; i++) {
@@ -28,7 +28,9 @@ static inline __attribute__((always_inline)) void onnxc_ci_k512(const int R, int
 #pragma GCC unroll 2
     for (int64_t p = 0; p < kc; p++) {
         const float *b = xb + koff[p], *bn = xb + koff[p + ONNXC_CI_PF];
-        const __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
+        /* the last tile of an unpadded input (pointwise) loads only its lanes below VP: nothing past the input */
+        const __m512 b0 = lfull ? _mm512_loadu_ps(b) : _mm512_maskz_loadu_ps(l0, b);
+        const __m512 b1 = lfull ? _mm512_loadu_ps(b + 16) : _mm512_maskz_loadu_ps(l1, b + 16);
         _mm_prefetch((const char *)(a + 16 * ONNXC_SG_MR), _MM_HINT_T0);
         _mm_prefetch((const char *)bn, _MM_HINT_T0);
         _mm_prefetch((const char *)(bn + 31), _MM_HINT_T0);
@@ -114,14 +116,21 @@ static void onnxc_ci_task(void *ctx, int64_t chunk, int slot) {
         const __mmask16 m0 = (__mmask16)(valid & 0xFFFF), m1 = (__mmask16)(valid >> 16);
         const int nvalid = __builtin_popcount(valid);
         const float *xb = xp + v0;
+        const int lfull = v0 + NR <= VP;
+        const uint32_t lanes = lfull ? 0xFFFFFFFFu : (1u << (VP - v0)) - 1u;
+        const __mmask16 l0 = (__mmask16)(lanes & 0xFFFF), l1 = (__mmask16)(lanes >> 16);
         for (int64_t ir = 0; ir < M; ir += ONNXC_SG_MR) {
             const int mr = M - ir < ONNXC_SG_MR ? (int)(M - ir) : (int)ONNXC_SG_MR;
             const float *a = Ap + ir * K + pc * ONNXC_SG_MR;
             float *y = Y + ir * OP + yp;
             const onnxc_sg_epi *e = last ? ek : NULL;
-            if (mr > 8) onnxc_ci_k512(12, kc, a, xb, koff + pc, y, OP, mr, m0, m1, full, pc > 0, e, ir, yp);
-            else if (mr > 4) onnxc_ci_k512(8, kc, a, xb, koff + pc, y, OP, mr, m0, m1, full, pc > 0, e, ir, yp);
-            else onnxc_ci_k512(4, kc, a, xb, koff + pc, y, OP, mr, m0, m1, full, pc > 0, e, ir, yp);
+            if (lfull) {
+                if (mr > 8) onnxc_ci_k512(12, kc, a, xb, koff + pc, y, OP, mr, m0, m1, full, pc > 0, e, ir, yp, 1, l0, l1);
+                else if (mr > 4) onnxc_ci_k512(8, kc, a, xb, koff + pc, y, OP, mr, m0, m1, full, pc > 0, e, ir, yp, 1, l0, l1);
+                else onnxc_ci_k512(4, kc, a, xb, koff + pc, y, OP, mr, m0, m1, full, pc > 0, e, ir, yp, 1, l0, l1);
+            } else {
+                onnxc_ci_k512(12, kc, a, xb, koff + pc, y, OP, mr, m0, m1, full, pc > 0, e, ir, yp, 0, l0, l1);
+            }
             if (last && epi && !ek) onnxc_sg_epilogue(epi, y, OP, ir, yp, mr, nvalid);
         }
         }

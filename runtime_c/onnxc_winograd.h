@@ -8,7 +8,7 @@
  * y (N x M x OH x OW) = act(conv(x, w) + bias + R) for x (N x C x IH x IW) and a 3x3 filter w with unit
  * strides and dilations, leading pads PH / PW (the trailing pads only show in OH / OW). The output is cut
  * into 4x4 tiles, each reading a 6x6 input patch (zeros outside the input). With the transforms
- *   V = B^T d B (input patch), U = G w G^T (filter, done at compile time: codegen/kernels/conv_winograd.py),
+ *   V = B^T d B (input patch), U = G w G^T (filter: at compile time, codegen/kernels/conv_winograd.py, or per call, onnxc_wino_filter),
  *   Y = A^T (sum over c of U[c] .* V[c]) A,
  * the 36 element-wise products over the channels are 36 GEMMs [M x C] x [C x tiles]: 36 * M * C
  * multiplications per 16 outputs instead of 9 * 16 * M * C (4x fewer). The interpolation points are
@@ -28,6 +28,12 @@
 
 #include "onnxc.h"
 #include "onnxc_sgemm.h"
+
+/* U = the 36 packed A operands above for a filter w (M x C x 3 x 3) in the model's layout, at run time (for
+ * convolutions whose transformed filter is not stored: codegen/kernels/conv_winograd.py); U holds
+ * 36 * onnxc_sg_packed_a_size(M, C) floats. The transform runs in double and is rounded once, like the stored
+ * one. Returns 0 or ONNXC_ERR_MEMORY. */
+ONNXC_RT_API int onnxc_wino_filter(int threads, const float *w, int64_t M, int64_t C, float *U);
 
 /* See the top of this file. */
 ONNXC_RT_API int onnxc_wino_conv(int threads, const float *x, const float *U, float *y, int64_t N, int64_t C,

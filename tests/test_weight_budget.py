@@ -14,6 +14,7 @@ from onnxc.codegen.weight_budget import Candidate
 from onnxc.ir import CompileError, Node
 
 MARK = "onnxc_wino_conv("
+FILTER = "onnxc_wino_filter("  # the per-call filter transform
 RNG = np.random.default_rng(5)
 
 
@@ -71,28 +72,30 @@ def test_plan_takes_the_best_gain_per_byte_within_the_budget():
         weight_budget._CANDIDATES.pop()
 
 
-def test_weights_stay_within_the_budget_and_the_largest_maps_get_winograd(monkeypatch):
+def test_weights_stay_within_the_budget_and_maps_without_fallback_come_first(monkeypatch):
     """Three 64-channel convs (442 KB of filters) on 56x56, 28x28 and 14x14 maps plus 2.4 MB of
-    other weights: full Winograd would add 1.33 MB (3 x 27 x 64 x 64 x 4 bytes) to 2.85 MB; the 0.25
-    budget (712 KB) admits one conv (442 KB), the one on the largest map. (GEMM packing pads the other filters' rows: the
-    whole stays within 1.3x.)"""
+    other weights: storing every transformed filter would add 1.33 MB (3 x 27 x 64 x 64 x 4 bytes) to
+    2.85 MB; the 0.25 budget (712 KB) admits one conv (442 KB). The 56x56 one can transform its filter
+    per call instead (conv_winograd.RUNTIME_MIN_POSITIONS), so the stored copy goes to the 28x28 one;
+    14x14 with 64 channels does not pay at all. (GEMM packing pads the other filters' rows: the whole
+    stays within 1.3x.)"""
     m, weights = _convs([56, 28, 14], extra_weights=602_112)
     cm, y, x = _run(m, monkeypatch, None)
     assert len(cm.program.weights) <= 1.3 * weights
-    assert cm.c_source.count(MARK) == 1
+    assert cm.c_source.count(MARK) == 2 and cm.c_source.count(FILTER) == 1
     _, y_all, _ = _run(m, monkeypatch, "inf")
     _, y_none, _ = _run(m, monkeypatch, "0")
     np.testing.assert_allclose(y, y_none, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(y_all, y_none, rtol=1e-4, atol=1e-4)
 
 
-def test_growth_setting_gives_every_conv_or_none_the_path(monkeypatch):
+def test_growth_setting_gives_every_conv_or_none_the_stored_path(monkeypatch):
     m, weights = _convs([56, 28])
     cm_all, _, _ = _run(m, monkeypatch, "inf")
-    assert cm_all.c_source.count(MARK) == 2
+    assert cm_all.c_source.count(MARK) == 2 and cm_all.c_source.count(FILTER) == 0
     assert len(cm_all.program.weights) > 3.5 * weights
     cm_none, _, _ = _run(m, monkeypatch, "0")
-    assert cm_none.c_source.count(MARK) == 0
+    assert cm_none.c_source.count(MARK) == 1 and cm_none.c_source.count(FILTER) == 1  # 56x56: per call
     assert len(cm_none.program.weights) <= 1.15 * weights  # GEMM panels pad 64 rows to 72
 
 

@@ -12,8 +12,8 @@ serves all. Conv picks a path at compile time:
   tile of 32 output positions copies its B rows straight from it (``onnxc_sg_conv_rows``: one fixed
   32-float copy per row segment and tap, no bounds logic, an L1-sized panel per tile).
 
-- ``implicit`` (float, constant filter, 1-D/2-D, AVX-512 targets; IMPLICIT_MAX_M / IMPLICIT_MIN_TAPS
-  below say when): no B copies at all, the micro-kernel reads each B row from a copy of the input
+- ``implicit`` (float, constant filter, 1-D/2-D, AVX-512 targets; IMPLICIT_MAX_M / IMPLICIT_MIN_TAPS /
+  IMPLICIT_PW_MIN_K below say when; pointwise ones read X in place): no B copies at all, the micro-kernel reads each B row from a copy of the input
   split by stride phase along both axes (runtime_c/onnxc_conv_implicit.h); the other paths stay in the
   C as the fallback for targets without AVX-512.
 
@@ -62,6 +62,10 @@ IMPLICIT_SWITCH = "ONNXC_IMPLICIT_CONV"
 # once per row panel from L1, wins (3x3 stride 2, 128 channels: 1.2x)
 IMPLICIT_MAX_M = 48
 IMPLICIT_MIN_TAPS = 25
+# pointwise (1x1) convolutions read X in place instead of packing it when few output channels share the
+# packed panel and the K loop is long enough: 144 -> 24 at 56x56 0.62x, 96 -> 24 0.75x, 192 -> 32 at 28x28
+# 0.97x; 32 -> 16 at 112x112 2.1x and 64 -> 384 1.3x (long outputs, short K) stay packed
+IMPLICIT_PW_MIN_K = 64
 
 
 def _as3(vals: list[str], fill: str) -> list[str]:
@@ -107,8 +111,9 @@ def conv(ctx: KernelCtx) -> str:
                   bias=bias, unit_sw=win.strides[-1] == 1)
     if cg == 1 and g > 1:
         return depthwise(ctx, common, win, ep, res)
-    if conv_winograd.applies(ctx, win, m, cg, g):  # 3x3 stride 1: codegen/kernels/conv_winograd.py
-        return conv_winograd.conv_winograd(ctx, geo, ep, bias)
+    how = conv_winograd.applies(ctx, win, m, cg, g)  # 3x3 stride 1: codegen/kernels/conv_winograd.py
+    if how:
+        return conv_winograd.conv_winograd(ctx, geo, ep, bias, how)
     pointwise = (all(k == 1 for k in win.kernel) and all(s == 1 for s in win.strides)
                  and all(p == 0 for p in win.pads_begin + win.pads_end))
     mode = "pointwise" if pointwise else "im2col"
@@ -152,8 +157,9 @@ def _conv_packed(ctx: KernelCtx, common: dict, win: Window, mode: str, ep, res: 
     epi = sg_epi(ep, bias=bias, res=resp, ldr="OP")
     epi_chunk = sg_epi(ep, bias=bias, res=resp if res is None else resp + " + j0", ldr="OP")
     rows = win.strides[-1] in (1, 2) and math.prod(win.kernel) > 1  # strided 1x1: im2col reads less
-    implicit = (os.environ.get(IMPLICIT_SWITCH, "1") != "0" and packed and not small and mode != "pointwise"
-                and win.rank <= 2 and (mg <= IMPLICIT_MAX_M or math.prod(win.kernel) >= IMPLICIT_MIN_TAPS))
+    implicit = (os.environ.get(IMPLICIT_SWITCH, "1") != "0" and packed and not small and win.rank <= 2
+                and (mode == "pointwise" and mg <= IMPLICIT_MAX_M and kg >= IMPLICIT_PW_MIN_K
+                     or mode != "pointwise" and (mg <= IMPLICIT_MAX_M or math.prod(win.kernel) >= IMPLICIT_MIN_TAPS)))
     if implicit:
         ctx.helper("onnxc_conv_implicit", '#include "onnxc_conv_implicit.h"')
     return render("conv_packed.c.j2", **common, mode=mode, a=a, fa=fa, packed=packed, epi=epi, epi_chunk=epi_chunk,

@@ -11,17 +11,23 @@ weights, 64-512 channels) their float32 error is about 5e-6 of the output's magn
 the textbook 0, +-1, +-2 (tests/ops/test_conv_winograd.py measures it).
 
 The path is taken (``applies``) when it pays: float32, 2-D, kernel 3x3, strides and dilations 1,
-group 1, a constant filter, at least MIN_CHANNELS input and output channels and, when the output map
-is static, at least MIN_POSITIONS positions and, under LARGE_POSITIONS, Cin * Cout within
-SMALL_MAP_WEIGHTS. Measured on 1 thread, batch 1, time against the im2col path:
+group 1, a constant filter, at least MIN_CHANNELS input and output channels and MIN_PAIRS channel
+pairs, and, when the output map is static, a map the GEMM uses well (``map_use``: the useful share of
+the 4x4 tiles, times the share of the GEMM's 32-wide B panels the tiles of one image fill): from
+GOOD_USE on, or from FAIR_USE on with Cin * Cout within SMALL_MAP_WEIGHTS. Measured on 1 thread,
+batch 1, against the direct paths (implicit GEMM / rows):
 
-- channels: from 64 channels 0.4-0.6x (64@224 0.55, 128@112 0.42, 256@56 0.4, 512@28 0.55); 16-32
-  channels still about 0.75-0.8x, but their float32 error with uniform data (a few 1e-5 of the
-  output's magnitude) exceeds what the GEMM-path tests accept (tests/ops/test_gemm.py, 40-48
-  channels), so MIN_CHANNELS is 64;
-- small maps: a 14x14 map has 16 tiles, half of a 32-tile GEMM panel; with few channels the
-  transforms dominate, with many the transformed filter (4x the filter) is read from memory for few
-  tiles: at 14x14, 32 channels 1.8x, 64 1.04x, 128 0.94x, 256 0.8x, 512 1.2x; 7x7 is not better.
+- channels: 64 channels and more 0.45-0.6x on maps from 20x20 to 64x64; 32 channels 0.66-0.75x,
+  32 -> 16 and 16 -> 32 0.7x, 24 0.8x, 16 -> 16 0.95-1.02x (so MIN_PAIRS). The float32 error stays
+  near 5e-6 of the output's magnitude whatever the channel count (tests/ops/test_conv_winograd.py);
+- maps: 20x20 (25 tiles, use 0.78) 0.5x; 16x16 (use 0.5) 0.95x at 64 channels, 0.64-0.72x at 128-256;
+  14x14 (use 0.38) 1.0x at 64, 0.76-0.82x at 128-256; 10x10 (use 0.2) 1.5-2.2x; 7x7 2.6x.
+
+The transformed filter is 4x the filter. Where the weight budget (codegen/weight_budget.py) grants
+the growth it is stored, transformed and packed at compile time; otherwise, on maps of at least
+RUNTIME_MIN_POSITIONS positions (or symbolic ones) the filter is transformed per call into scratch
+memory (runtime_c/onnxc_winograd.c onnxc_wino_filter, a few percent of the convolution there), and the
+budget goes first to the convolutions that have no such fallback.
 
 Setting the environment variable ``ONNXC_WINOGRAD=0`` at compile time turns the path off (a debug
 knob for A/B measurements against the im2col path; the model cache keys on it, see
@@ -47,10 +53,13 @@ from .epilogue import Epilogue, sg_epi, use_act
 from .gemm_layout import pack_a
 from .nncommon import use_gemm
 
-MIN_CHANNELS = 64  # input and output channels below which im2col is kept
-MIN_POSITIONS = 196  # static output maps smaller than this (e.g. 7x7) stay on im2col
-LARGE_POSITIONS = 784  # below this (28x28), a map takes the path only with Cin * Cout in
+MIN_CHANNELS = 16  # input and output channels below which the direct paths are kept
+MIN_PAIRS = 512  # Cin * Cout below which they are kept (16 -> 16 is even)
+GOOD_USE = 0.6  # static maps whose map_use reaches this take the path
+FAIR_USE = 0.35  # from this use on, a map takes the path only with Cin * Cout in
 SMALL_MAP_WEIGHTS = (128 * 128, 256 * 256)  # this range (inclusive)
+RUNTIME_MIN_POSITIONS = 1024  # maps from this size on (32x32) transform the filter per call when not stored
+TRANSFORM_COST = 300  # flops a per-call filter transform costs per channel pair (the budget's unit)
 BUDGET = 1 << 19  # floats of transformed input + products per tile block (2 MiB: about the L2)
 ENV_SWITCH = "ONNXC_WINOGRAD"
 
@@ -89,12 +98,28 @@ def enabled() -> bool:
     return os.environ.get(ENV_SWITCH, "1") not in ("0", "off", "false")
 
 
-def applies(ctx: KernelCtx, win: Window, m: int, cg: int, g: int) -> bool:
-    """Whether a Conv node takes the Winograd path (see the module doc) within the weight budget
-    (codegen/weight_budget.py: the transformed filter is 4x the filter)."""
+def applies(ctx: KernelCtx, win: Window, m: int, cg: int, g: int) -> str | None:
+    """How a Conv node takes the Winograd path (see the module doc): "stored" (the transformed filter
+    is a weight, within the weight budget: codegen/weight_budget.py), "runtime" (transformed per call),
+    or None (not at all)."""
     x, w = ctx.ins[0], ctx.ins[1]
-    return (w.const is not None and _eligible(x.dtype, w.value.type.dtype, win, m, cg, g, ctx.outs[0].shape[2:])
-            and ctx.may_grow_weights())
+    out = ctx.outs[0].shape[2:]
+    if w.const is None or not _eligible(x.dtype, w.value.type.dtype, win, m, cg, g, out):
+        return None
+    if ctx.may_grow_weights():
+        return "stored"
+    return "runtime" if _runtime_pays(out) else None
+
+
+def map_use(oh: int, ow: int) -> float:
+    """The useful share of the GEMM work of a static OH x OW map: output positions over the 4x4 tiles'
+    positions, times the tiles over the 32-wide B panels they fill (one image)."""
+    tiles = -(-oh // 4) * -(-ow // 4)
+    return oh * ow / (16 * tiles) * tiles / (32 * -(-tiles // 32))
+
+
+def _runtime_pays(out: tuple) -> bool:
+    return not all(is_static(d) for d in out) or math.prod(int(d) for d in out) >= RUNTIME_MIN_POSITIONS
 
 
 def _eligible(x_dtype: DType, w_dtype: DType, win: Window, m: int, cg: int, g: int, out: tuple) -> bool:
@@ -104,18 +129,19 @@ def _eligible(x_dtype: DType, w_dtype: DType, win: Window, m: int, cg: int, g: i
         return False
     if any(s != 1 for s in win.strides) or any(d != 1 for d in win.dilations):
         return False
-    if cg < MIN_CHANNELS or m < MIN_CHANNELS:
+    if min(cg, m) < MIN_CHANNELS or cg * m < MIN_PAIRS:
         return False
     if not all(is_static(d) for d in out):
         return True
-    op = math.prod(int(d) for d in out)
-    return op >= MIN_POSITIONS and (op >= LARGE_POSITIONS or SMALL_MAP_WEIGHTS[0] <= cg * m <= SMALL_MAP_WEIGHTS[1])
+    use = map_use(int(out[0]), int(out[1]))
+    return use >= GOOD_USE or use >= FAIR_USE and SMALL_MAP_WEIGHTS[0] <= cg * m <= SMALL_MAP_WEIGHTS[1]
 
 
 @grows_weights
 def candidate(node: Node) -> Candidate | None:
     """The weight growth of a Conv that would take the path, and its gain: the flops it saves per
-    image, 3/4 of im2col's (a symbolic map counts as a 56x56 one)."""
+    image, 3/4 of im2col's (a symbolic map counts as a 56x56 one), or, where the filter could be
+    transformed per call instead, only that transform's cost."""
     if node.op_type != "Conv" or node.domain or len(node.inputs) < 2 or node.inputs[1] is None:
         return None
     x, w, y = node.inputs[0], node.inputs[1], node.outputs[0]
@@ -131,7 +157,9 @@ def candidate(node: Node) -> Candidate | None:
     out = tuple(y.type.shape[2:])
     if not _eligible(x.type.dtype, w.type.dtype, win, m, cg, int(node.attr("group", 1)), out):
         return None
-    positions = math.prod(int(d) for d in out) if all(is_static(d) for d in out) else 56 * 56
+    if _runtime_pays(out):
+        return Candidate(node, extra_bytes=27 * m * cg * 4, gain=TRANSFORM_COST * m * cg)
+    positions = math.prod(int(d) for d in out)
     return Candidate(node, extra_bytes=27 * m * cg * 4, gain=0.75 * 9 * 2 * m * cg * positions)
 
 
@@ -162,27 +190,37 @@ def reference(x: np.ndarray, w: np.ndarray, pads: tuple[int, int, int, int]) -> 
     return y[:, :, :oh, :ow]
 
 
-def conv_winograd(ctx: KernelCtx, geo: dict, ep: Epilogue, bias: bool) -> str:
-    """The C body of a Conv on the Winograd path (``applies`` was true); ``geo`` is conv.py's geometry."""
+def conv_winograd(ctx: KernelCtx, geo: dict, ep: Epilogue, bias: bool, how: str) -> str:
+    """The C body of a Conv on the Winograd path; ``how`` is what ``applies`` said ("stored" or
+    "runtime"), ``geo`` is conv.py's geometry."""
     use_gemm(ctx)
     ctx.helper("onnxc_winograd", '#include "onnxc_winograd.h"')
     if ep.act:
         use_act(ctx)
     w = np.asarray(ctx.ins[1].const, dtype=np.float32)
     m, c = w.shape[:2]
-    u = filter_transform(w)
-    ctx.repack_const(1, np.concatenate([pack_a(u[p]) for p in range(36)]))
+    if how == "stored":
+        u = filter_transform(w)
+        ctx.repack_const(1, np.concatenate([pack_a(u[p]) for p in range(36)]))
     res = "NULL" if ep.residual is None else f"in{ep.residual}"
     epi = sg_epi(ep, bias="in2" if bias else "NULL", res=res)
     x = ctx.ins[0]
     ih, iw = geo["I"][1], geo["I"][2]
     oh, ow = geo["O"][1], geo["O"][2]
     ph, pw = geo["P"][1], geo["P"][2]
+    fail = 'return onnxc_fail(rt, ONNXC_ERR_MEMORY, "out of memory in the Winograd convolution");'
+    conv = (f"onnxc_wino_conv(rt->threads, in0, {{u}}, out0, {x.dims[0]}, {c}, {ih}, {iw}, {m}, {oh}, {ow}, {ph}, "
+            f"{pw}, &epi, {BUDGET})")
+    head = ["/* Winograd F(4x4, 3x3): codegen/kernels/conv_winograd.py, runtime_c/onnxc_winograd.h */",
+            f"const onnxc_sg_epi epi = {epi};"]
+    if how == "stored":
+        return "\n".join([*head, f"if ({conv.format(u='in1')})", f"    {fail}", "return 0;"])
     return "\n".join([
-        "/* Winograd F(4x4, 3x3): codegen/kernels/conv_winograd.py, runtime_c/onnxc_winograd.h */",
-        f"const onnxc_sg_epi epi = {epi};",
-        f"if (onnxc_wino_conv(rt->threads, in0, in1, out0, {x.dims[0]}, {c}, {ih}, {iw}, {m}, {oh}, {ow}, {ph}, {pw}, "
-        f"&epi, {BUDGET}))",
-        '    return onnxc_fail(rt, ONNXC_ERR_MEMORY, "out of memory in the Winograd convolution");',
+        *head,
+        "/* the filter is transformed per call (the weight budget went elsewhere) */",
+        f"float *U = (float *)onnxc_alloc((size_t)(36 * onnxc_sg_packed_a_size({m}, {c})) * sizeof(float));",
+        f"const int st = !U || onnxc_wino_filter(rt->threads, in1, {m}, {c}, U) || {conv.format(u='U')};",
+        "free(U);",
+        f"if (st) {fail}",
         "return 0;",
     ])

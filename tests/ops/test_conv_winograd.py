@@ -141,19 +141,67 @@ def test_epilogue_two_threads_no_bias():
 
 
 @pytest.mark.parametrize("xs,ws,attrs", [
-    ([1, 48, 32, 32], [64, 48, 3, 3], {"pads": [1, 1, 1, 1]}),        # too few input channels
-    ([1, 64, 32, 32], [48, 64, 3, 3], {"pads": [1, 1, 1, 1]}),        # too few output channels
+    ([1, 12, 32, 32], [64, 12, 3, 3], {"pads": [1, 1, 1, 1]}),        # too few input channels
+    ([1, 64, 32, 32], [12, 64, 3, 3], {"pads": [1, 1, 1, 1]}),        # too few output channels
+    ([1, 16, 32, 32], [16, 16, 3, 3], {"pads": [1, 1, 1, 1]}),        # too few channel pairs
+    ([1, 64, 10, 10], [64, 64, 3, 3], {"pads": [1, 1, 1, 1]}),        # 9 tiles: a third of a B panel
+    ([1, 64, 16, 16], [64, 64, 3, 3], {"pads": [1, 1, 1, 1]}),        # half a panel, few channel pairs
     ([1, 64, 32, 32], [64, 64, 3, 3], {"strides": [2, 2]}),
     ([1, 64, 32, 32], [64, 64, 3, 3], {"dilations": [2, 2]}),
     ([1, 128, 32, 32], [128, 64, 3, 3], {"group": 2}),
     ([1, 64, 32, 32], [64, 64, 5, 5], {}),
     ([1, 64, 7, 7], [64, 64, 3, 3], {"pads": [1, 1, 1, 1]}),          # static map too small to pay
+    ([1, 512, 7, 7], [512, 512, 3, 3], {"pads": [1, 1, 1, 1]}),
     ([1, 264, 14, 14], [264, 264, 3, 3], {"pads": [1, 1, 1, 1]}),     # small map, many channel pairs
     ([1, 100, 14, 14], [100, 100, 3, 3], {"pads": [1, 1, 1, 1]}),     # small map, few channel pairs
     ([1, 16, 40], [16, 16, 3], {"pads": [1, 1]}),                     # 1-D
 ])
 def test_not_taken(xs, ws, attrs):
     check(xs, ws, winograd=False, **attrs)
+
+
+@pytest.mark.parametrize("xs,ws,threads", [
+    ([1, 70, 34, 33], [66, 70, 3, 3], None),     # input channels past one transform block (64)
+    ([2, 16, 40, 40], [32, 16, 3, 3], 2),        # few channels, batch 2, two threads
+    ([1, 130, 32, 32], [24, 130, 3, 3], 2),
+])
+def test_runtime_transform(monkeypatch, xs, ws, threads):
+    """Without weight budget, maps from RUNTIME_MIN_POSITIONS on transform the filter per call
+    (onnxc_wino_filter), with the results of the stored transform up to rounding."""
+    monkeypatch.setenv("ONNXC_WEIGHT_GROWTH", "0")
+    m, ref, feeds = _model(xs, ws, True, False, "Relu", None, None, {"pads": [1, 1, 1, 1]})
+    cm = onnxc.compile(m, threads=threads)
+    assert MARK in cm.c_source and "onnxc_wino_filter(" in cm.c_source
+    got = cm.run(feeds)["y"]
+    np.testing.assert_allclose(got, ReferenceEvaluator(ref).run(None, feeds)[0], rtol=1e-4, atol=1e-4)
+    monkeypatch.setenv("ONNXC_WEIGHT_GROWTH", "inf")
+    stored = onnxc.compile(m, threads=threads)
+    assert MARK in stored.c_source and "onnxc_wino_filter(" not in stored.c_source
+    np.testing.assert_allclose(got, stored.run(feeds)["y"], rtol=1e-5, atol=1e-5)
+
+
+def test_runtime_transform_symbolic_map(monkeypatch):
+    monkeypatch.setenv("ONNXC_WEIGHT_GROWTH", "0")
+    m, ref, feeds = _model([1, 32, 21, 26], [32, 32, 3, 3], False, False, None, None, ["N", 32, "H", "W"],
+                           {"pads": [1, 1, 1, 1]})
+    cm = onnxc.compile(m)
+    assert "onnxc_wino_filter(" in cm.c_source
+    np.testing.assert_allclose(cm.run(feeds)["y"], ReferenceEvaluator(ref).run(None, feeds)[0], rtol=1e-4, atol=1e-4)
+
+
+def test_small_map_needs_budget(monkeypatch):
+    """Under RUNTIME_MIN_POSITIONS the per-call transform does not pay: no budget, no Winograd."""
+    monkeypatch.setenv("ONNXC_WEIGHT_GROWTH", "0")
+    check([1, 128, 16, 16], [128, 128, 3, 3], winograd=False, pads=[1, 1, 1, 1])
+    monkeypatch.setenv("ONNXC_WEIGHT_GROWTH", "inf")
+    check([1, 128, 16, 16], [128, 128, 3, 3], winograd=True, pads=[1, 1, 1, 1])
+
+
+def test_map_use():
+    assert cw.map_use(20, 20) == pytest.approx(25 / 32)
+    assert cw.map_use(16, 16) == pytest.approx(0.5)
+    assert cw.map_use(14, 14) == pytest.approx(196 / 256 * 0.5)
+    assert cw.map_use(128, 128) == pytest.approx(1.0)
 
 
 def test_weights_as_input_not_taken():
@@ -201,7 +249,7 @@ def test_numpy_reference_algorithm():
     np.testing.assert_allclose(cw.reference(x, w, pads), ref, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("c,m,hw", [(64, 64, 28), (256, 128, 14), (512, 512, 28)])
+@pytest.mark.parametrize("c,m,hw", [(16, 32, 64), (64, 64, 28), (256, 128, 14), (512, 512, 28)])
 def test_error_realistic(c, m, hw):
     """He-initialized weights on ReLU activations: the float32 error stays around 1e-5 of the output's
     magnitude (the im2col path is near 1e-7)."""
