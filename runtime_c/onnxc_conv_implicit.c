@@ -5,6 +5,17 @@
 #include "onnxc_pool.h"
 
 #if ONNXC_CI_AVAILABLE
+/* The valid lanes (mask m) of v stored contiguously at y, and their inverse: the register forms of compress and
+ * expand with a plain masked store / load, because the memory forms are microcoded on some CPUs (AMD Zen 4:
+ * a compress store costs over a hundred cycles) and the partial tiles of every 3x3 map row pay it. */
+static inline __attribute__((always_inline)) void onnxc_ci_compress(float *y, __mmask16 m, __m512 v) {
+    _mm512_mask_storeu_ps(y, (__mmask16)((1u << __builtin_popcount(m)) - 1u), _mm512_maskz_compress_ps(m, v));
+}
+
+static inline __attribute__((always_inline)) __m512 onnxc_ci_expand(__mmask16 m, const float *y) {
+    return _mm512_maskz_expand_ps(m, _mm512_maskz_loadu_ps((__mmask16)((1u << __builtin_popcount(m)) - 1u), y));
+}
+
 /* R rows (4, 8 or 12) of one tile: 32 virtual positions starting at xb (= xp + v0), B row p at
  * xb + koff[p]. y: output row 0 at the tile's first valid position (ldy floats between rows); m0 / m1
  * the valid lanes (full: all 32, stored plainly); add: accumulate onto y (a later K slice); e: the
@@ -49,8 +60,8 @@ static inline __attribute__((always_inline)) void onnxc_ci_k512(const int R, int
         float *yi = y + i * ldy;
         __m512 x0 = acc[i][0], x1 = acc[i][1];
         if (add) {
-            x0 = _mm512_add_ps(x0, full ? _mm512_loadu_ps(yi) : _mm512_maskz_expandloadu_ps(m0, yi));
-            x1 = _mm512_add_ps(x1, full ? _mm512_loadu_ps(yi + 16) : _mm512_maskz_expandloadu_ps(m1, yi + n0));
+            x0 = _mm512_add_ps(x0, full ? _mm512_loadu_ps(yi) : onnxc_ci_expand(m0, yi));
+            x1 = _mm512_add_ps(x1, full ? _mm512_loadu_ps(yi + 16) : onnxc_ci_expand(m1, yi + n0));
         }
         if (e) {
             if (e->bias) {
@@ -60,8 +71,8 @@ static inline __attribute__((always_inline)) void onnxc_ci_k512(const int R, int
             }
             if (e->res) {
                 const float *r = e->res + (ei + i) * e->ldr + yp;
-                x0 = _mm512_add_ps(x0, full ? _mm512_loadu_ps(r) : _mm512_maskz_expandloadu_ps(m0, r));
-                x1 = _mm512_add_ps(x1, full ? _mm512_loadu_ps(r + 16) : _mm512_maskz_expandloadu_ps(m1, r + n0));
+                x0 = _mm512_add_ps(x0, full ? _mm512_loadu_ps(r) : onnxc_ci_expand(m0, r));
+                x1 = _mm512_add_ps(x1, full ? _mm512_loadu_ps(r + 16) : onnxc_ci_expand(m1, r + n0));
             }
             x0 = onnxc_sg_act512(e->act, e->a, e->b, x0);
             x1 = onnxc_sg_act512(e->act, e->a, e->b, x1);
@@ -70,8 +81,8 @@ static inline __attribute__((always_inline)) void onnxc_ci_k512(const int R, int
             _mm512_storeu_ps(yi, x0);
             _mm512_storeu_ps(yi + 16, x1);
         } else {
-            _mm512_mask_compressstoreu_ps(yi, m0, x0);
-            _mm512_mask_compressstoreu_ps(yi + n0, m1, x1);
+            onnxc_ci_compress(yi, m0, x0);
+            onnxc_ci_compress(yi + n0, m1, x1);
         }
     }
 }
