@@ -1,10 +1,12 @@
 /* onnxc_conv_implicit.h: 2-D float convolution as an implicit GEMM (AVX-512): the micro-kernel reads its B
  * rows straight from a zero-padded, phase-split copy of the input, with no column matrix and no packing.
- * onnxc_ci_conv is implemented in onnxc_conv_implicit.c (compiled once into the runtime library); onnxc_ci_pad
+ * onnxc_ci_conv is implemented in onnxc_conv_implicit.c (compiled once into the runtime library); onnxc_ci_pad_planes
  * and onnxc_ci_slack are inline (below).
  *
- *   void onnxc_ci_pad(const float *x, int64_t Cg, int64_t IH, int64_t IW, int64_t PH, int64_t PW,
- *                     int64_t SH, int64_t SW, int64_t XHs, int64_t XWs, float *xp);
+ *   void onnxc_ci_pad_planes(const float *x, int64_t Cg, int64_t IH, int64_t IW, int64_t PH, int64_t PW,
+ *                            int64_t SH, int64_t SW, int64_t XHs, int64_t XWs, float *xp);
+ *       (the caller zeroes the onnxc_ci_slack(XWs) floats past the planes; the generated code splits the
+ *       channels among the pool's threads)
  *   int onnxc_ci_conv(int threads, int64_t M, int64_t K, const float *Ap, const float *xp, const int64_t *koff,
  *                     int64_t XWs, int64_t OH, int64_t OW, float *Y, const onnxc_sg_epi *epi);
  *
@@ -37,8 +39,8 @@ static inline int64_t onnxc_ci_slack(int64_t XWs) { return XWs + 2 * ONNXC_SG_NR
 
 /* Inline: generated code calls it with constant sizes, so the row copies and clears compile to moves
  * instead of memcpy / memset calls (twice as fast for a 56 x 56 map, 7x for 7 x 7). */
-static inline void onnxc_ci_pad(const float *x, int64_t Cg, int64_t IH, int64_t IW, int64_t PH, int64_t PW, int64_t SH,
-                                int64_t SW, int64_t XHs, int64_t XWs, float *restrict xp) {
+static inline void onnxc_ci_pad_planes(const float *x, int64_t Cg, int64_t IH, int64_t IW, int64_t PH, int64_t PW,
+                                       int64_t SH, int64_t SW, int64_t XHs, int64_t XWs, float *restrict xp) {
     for (int64_t c = 0; c < Cg; c++) {
         for (int64_t ph = 0; ph < SH; ph++) {
             for (int64_t pw = 0; pw < SW; pw++) {
@@ -68,8 +70,8 @@ static inline void onnxc_ci_pad(const float *x, int64_t Cg, int64_t IH, int64_t 
             }
         }
     }
-    memset(xp + Cg * SH * SW * XHs * XWs, 0, (size_t)onnxc_ci_slack(XWs) * sizeof(float));
 }
+
 
 /* Y = act(W cols + bias + R): see the top of this file. Returns 0. */
 ONNXC_RT_API int onnxc_ci_conv(int threads, int64_t M, int64_t K, const float *Ap, const float *xp,

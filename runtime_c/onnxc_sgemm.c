@@ -588,10 +588,9 @@ int onnxc_sg_conv_rows(int threads, int64_t M, int64_t K, const float *Ap, const
     return P.status ? ONNXC_ERR_MEMORY : 0;
 }
 
-/* Zero-padded copy of Cg input planes (ID x IH x IW, leading pads PD, PH, PW) into planes of XD x XH x XW
- * (cropping what the convolution never reads), followed by ONNXC_SG_XSLACK zeros. */
-void onnxc_sg_pad_input(const float *x, int64_t Cg, int64_t ID, int64_t IH, int64_t IW, int64_t PD,
-                                      int64_t PH, int64_t PW, int64_t XD, int64_t XH, int64_t XW, float *restrict xp) {
+/* onnxc_sg_pad_input without the slack. */
+static void onnxc_sg_pad_planes(const float *x, int64_t Cg, int64_t ID, int64_t IH, int64_t IW, int64_t PD, int64_t PH,
+                                int64_t PW, int64_t XD, int64_t XH, int64_t XW, float *restrict xp) {
     const int64_t w0 = PW > 0 ? PW : 0, s0 = PW > 0 ? 0 : -PW; /* first padded column written, its source */
     int64_t wn = IW - s0 < XW - w0 ? IW - s0 : XW - w0;           /* columns copied per row */
     if (wn < 0) wn = 0;
@@ -611,6 +610,12 @@ void onnxc_sg_pad_input(const float *x, int64_t Cg, int64_t ID, int64_t IH, int6
             }
         }
     }
+}
+
+/* See onnxc_sgemm.h. */
+void onnxc_sg_pad_input(const float *x, int64_t Cg, int64_t ID, int64_t IH, int64_t IW, int64_t PD,
+                                      int64_t PH, int64_t PW, int64_t XD, int64_t XH, int64_t XW, float *restrict xp) {
+    onnxc_sg_pad_planes(x, Cg, ID, IH, IW, PD, PH, PW, XD, XH, XW, xp);
     memset(xp + Cg * XD * XH * XW, 0, ONNXC_SG_XSLACK * sizeof(float));
 }
 
@@ -618,11 +623,11 @@ void onnxc_sg_pad_input(const float *x, int64_t Cg, int64_t ID, int64_t IH, int6
  * XWs = ceil(XW / SW) floats (columns r, r + SW, r + 2 SW, ... in run r; pitch SW * XWs), so a strided
  * convolution reads the positions of a tap contiguously (column ow * SW + c is element ow + c / SW of run
  * c % SW) and onnxc_sg_conv_rows can run it with unit stride along W. SW == 1 is onnxc_sg_pad_input. */
-void onnxc_sg_pad_input_phased(const float *x, int64_t Cg, int64_t ID, int64_t IH, int64_t IW,
-                                             int64_t PD, int64_t PH, int64_t PW, int64_t XD, int64_t XH, int64_t XW,
-                                             int64_t SW, float *restrict xp) {
+static void onnxc_sg_pad_planes_phased(const float *x, int64_t Cg, int64_t ID, int64_t IH, int64_t IW, int64_t PD,
+                                       int64_t PH, int64_t PW, int64_t XD, int64_t XH, int64_t XW, int64_t SW,
+                                       float *restrict xp) {
     if (SW <= 1) {
-        onnxc_sg_pad_input(x, Cg, ID, IH, IW, PD, PH, PW, XD, XH, XW, xp);
+        onnxc_sg_pad_planes(x, Cg, ID, IH, IW, PD, PH, PW, XD, XH, XW, xp);
         return;
     }
     const int64_t XWs = (XW + SW - 1) / SW, XWp = XWs * SW;
@@ -657,7 +662,32 @@ void onnxc_sg_pad_input_phased(const float *x, int64_t Cg, int64_t ID, int64_t I
             }
         }
     }
-    memset(xp + Cg * XD * XH * XWp, 0, ONNXC_SG_XSLACK * sizeof(float));
+}
+
+typedef struct {
+    const float *x;
+    float *xp;
+    int64_t Cg, ID, IH, IW, PD, PH, PW, XD, XH, XW, SW, per, plane;
+} onnxc_sg_pad_par;
+
+static void onnxc_sg_pad_task(void *ctx, int64_t chunk, int slot) {
+    (void)slot;
+    const onnxc_sg_pad_par *Q = (const onnxc_sg_pad_par *)ctx;
+    const int64_t c0 = chunk * Q->per, n = Q->Cg - c0 < Q->per ? Q->Cg - c0 : Q->per;
+    onnxc_sg_pad_planes_phased(Q->x + c0 * Q->ID * Q->IH * Q->IW, n, Q->ID, Q->IH, Q->IW, Q->PD, Q->PH, Q->PW, Q->XD,
+                               Q->XH, Q->XW, Q->SW, Q->xp + c0 * Q->plane);
+}
+
+/* See onnxc_sgemm.h. */
+void onnxc_sg_pad_input_phased(int threads, const float *x, int64_t Cg, int64_t ID, int64_t IH, int64_t IW,
+                                             int64_t PD, int64_t PH, int64_t PW, int64_t XD, int64_t XH, int64_t XW,
+                                             int64_t SW, float *restrict xp) {
+    const int64_t XWp = SW > 1 ? (XW + SW - 1) / SW * SW : XW, plane = XD * XH * XWp;
+    const int64_t n = Cg > 0 ? onnxc_chunks(threads, (double)(Cg * plane), (double)ONNXC_GEMM_PAR_MIN * 2) : 1;
+    const onnxc_sg_pad_par Q = {x, xp, Cg, ID, IH, IW, PD, PH, PW, XD, XH, XW, SW, (Cg + n - 1) / n, plane};
+    if (n > 1) onnxc_parallel(threads, (Cg + Q.per - 1) / Q.per, onnxc_sg_pad_task, (void *)&Q);
+    else onnxc_sg_pad_planes_phased(x, Cg, ID, IH, IW, PD, PH, PW, XD, XH, XW, SW, xp);
+    memset(xp + Cg * plane, 0, ONNXC_SG_XSLACK * sizeof(float));
 }
 
 const char *onnxc_sgemm_isa(void) { return ONNXC_SG_ISA; }

@@ -136,8 +136,9 @@ ONNXC_RT_API void onnxc_sg_pad_input(const float *x, int64_t Cg, int64_t ID, int
 /* onnxc_sg_pad_input with the columns of each padded row split by phase modulo SW: a row becomes SW runs of
  * XWs = ceil(XW / SW) floats (columns r, r + SW, r + 2 SW, ... in run r; pitch SW * XWs), so a strided
  * convolution reads the positions of a tap contiguously (column ow * SW + c is element ow + c / SW of run
- * c % SW) and onnxc_sg_conv_rows can run it with unit stride along W. SW == 1 is onnxc_sg_pad_input. */
-ONNXC_RT_API void onnxc_sg_pad_input_phased(const float *x, int64_t Cg, int64_t ID, int64_t IH, int64_t IW,
+ * c % SW) and onnxc_sg_conv_rows can run it with unit stride along W. SW == 1 is onnxc_sg_pad_input. The planes
+ * are split among `threads` threads of the runtime's pool when they are large enough to pay. */
+ONNXC_RT_API void onnxc_sg_pad_input_phased(int threads, const float *x, int64_t Cg, int64_t ID, int64_t IH, int64_t IW,
                                              int64_t PD, int64_t PH, int64_t PW, int64_t XD, int64_t XH, int64_t XW,
                                              int64_t SW, float *restrict xp);
 

@@ -163,7 +163,7 @@ def _conv_packed(ctx: KernelCtx, common: dict, win: Window, mode: str, ep, res: 
     if implicit:
         ctx.helper("onnxc_conv_implicit", '#include "onnxc_conv_implicit.h"')
     return render("conv_packed.c.j2", **common, mode=mode, a=a, fa=fa, packed=packed, epi=epi, epi_chunk=epi_chunk,
-                  col_budget=PACKED_COL_BUDGET, rows=rows, small=small, implicit=implicit)
+                  col_budget=PACKED_COL_BUDGET, rows=rows, small=small, implicit=implicit, par=par_call(ctx))
 
 
 def _small_output(ctx: KernelCtx, win: Window, mode: str, mg: int) -> bool:

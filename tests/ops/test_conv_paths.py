@@ -316,3 +316,16 @@ def test_plain_gemm_paths_two_threads(op, xs, ws, dtype, attrs, symbolic):
     tol = 1e-10 if dtype == np.float64 else 1e-4
     np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
     np.testing.assert_array_equal(got, one.run(feeds)["y"])
+
+
+@needs_avx512
+@pytest.mark.parametrize("xs,ws,kw", [
+    ([1, 96, 9, 7], [24, 96, 1, 1], {}),                                   # 63 positions: a masked last tile
+    ([2, 144, 14, 14], [40, 144, 1, 1], {"residual": True, "act": "Clip", "act_params": [0.0, 6.0]}),
+    ([1, 400, 5, 5], [12, 400, 1, 1], {"threads": 2}),                     # K = 400: two K slices
+    ([3, 64, 20, 21], [48, 64, 1, 1], {"bias": False, "x_decl": ["N", 64, "H", "W"], "threads": 2}),
+])
+def test_implicit_pointwise(xs, ws, kw):
+    """1x1 convolutions with few outputs and a long K read X in place (no copy, no packing); the last
+    tile of each image loads only the positions that exist."""
+    check_conv("implicit", xs, ws, **kw)
