@@ -18,6 +18,7 @@ from .eliminate_dead_code import eliminate_dead_code
 from .fold_batchnorm import fold_batchnorm
 from .fold_constants import fold_constants
 from .fuse_attention import fuse_attention
+from .fuse_depthwise_pointwise import fuse_depthwise_pointwise
 from .fuse_elementwise import fuse_elementwise
 from .fuse_epilogues import fuse_epilogues
 from .infer_shapes import infer_shapes
@@ -45,6 +46,7 @@ def steps() -> list[Step]:
         ("fuse_attention", fuse_attention),
         ("name_activations", name_activations),
         ("fuse_epilogues", fuse_epilogues),
+        ("fuse_depthwise_pointwise", fuse_depthwise_pointwise),
         ("spell_out_batchnorm", spell_out_batchnorm),
         ("fuse_elementwise", fuse_elementwise),
         ("eliminate_dead_code", eliminate_dead_code),

@@ -88,7 +88,7 @@ static inline __attribute__((always_inline)) void onnxc_ci_k512(const int R, int
 }
 
 typedef struct {
-    int64_t M, K, XWs, OH, OW, OP, VP, tiles, per;
+    int64_t M, K, XWs, OH, OW, OP, VP, tiles, per, ldy;
     const float *Ap, *xp;
     const int64_t *koff;
     float *Y;
@@ -99,7 +99,7 @@ typedef struct {
 static void onnxc_ci_task(void *ctx, int64_t chunk, int slot) {
     (void)slot;
     const onnxc_ci_par *P = (const onnxc_ci_par *)ctx;
-    const int64_t NR = ONNXC_SG_NR, M = P->M, K = P->K, XWs = P->XWs, OW = P->OW, OP = P->OP, VP = P->VP;
+    const int64_t NR = ONNXC_SG_NR, M = P->M, K = P->K, XWs = P->XWs, OW = P->OW, VP = P->VP, ldy = P->ldy;
     const float *Ap = P->Ap, *xp = P->xp;
     const int64_t *koff = P->koff;
     float *Y = P->Y;
@@ -133,16 +133,16 @@ static void onnxc_ci_task(void *ctx, int64_t chunk, int slot) {
         for (int64_t ir = 0; ir < M; ir += ONNXC_SG_MR) {
             const int mr = M - ir < ONNXC_SG_MR ? (int)(M - ir) : (int)ONNXC_SG_MR;
             const float *a = Ap + ir * K + pc * ONNXC_SG_MR;
-            float *y = Y + ir * OP + yp;
+            float *y = Y + ir * ldy + yp;
             const onnxc_sg_epi *e = last ? ek : NULL;
             if (lfull) {
-                if (mr > 8) onnxc_ci_k512(12, kc, a, xb, koff + pc, y, OP, mr, m0, m1, full, pc > 0, e, ir, yp, 1, l0, l1);
-                else if (mr > 4) onnxc_ci_k512(8, kc, a, xb, koff + pc, y, OP, mr, m0, m1, full, pc > 0, e, ir, yp, 1, l0, l1);
-                else onnxc_ci_k512(4, kc, a, xb, koff + pc, y, OP, mr, m0, m1, full, pc > 0, e, ir, yp, 1, l0, l1);
+                if (mr > 8) onnxc_ci_k512(12, kc, a, xb, koff + pc, y, ldy, mr, m0, m1, full, pc > 0, e, ir, yp, 1, l0, l1);
+                else if (mr > 4) onnxc_ci_k512(8, kc, a, xb, koff + pc, y, ldy, mr, m0, m1, full, pc > 0, e, ir, yp, 1, l0, l1);
+                else onnxc_ci_k512(4, kc, a, xb, koff + pc, y, ldy, mr, m0, m1, full, pc > 0, e, ir, yp, 1, l0, l1);
             } else {
-                onnxc_ci_k512(12, kc, a, xb, koff + pc, y, OP, mr, m0, m1, full, pc > 0, e, ir, yp, 0, l0, l1);
+                onnxc_ci_k512(12, kc, a, xb, koff + pc, y, ldy, mr, m0, m1, full, pc > 0, e, ir, yp, 0, l0, l1);
             }
-            if (last && epi && !ek) onnxc_sg_epilogue(epi, y, OP, ir, yp, mr, nvalid);
+            if (last && epi && !ek) onnxc_sg_epilogue(epi, y, ldy, ir, yp, mr, nvalid);
         }
         }
     }
@@ -150,11 +150,16 @@ static void onnxc_ci_task(void *ctx, int64_t chunk, int slot) {
 
 int onnxc_ci_conv(int threads, int64_t M, int64_t K, const float *Ap, const float *xp, const int64_t *koff,
                   int64_t XWs, int64_t OH, int64_t OW, float *Y, const onnxc_sg_epi *epi) {
+    return onnxc_ci_conv_ld(threads, M, K, Ap, xp, koff, XWs, OH, OW, Y, OH * OW, epi);
+}
+
+int onnxc_ci_conv_ld(int threads, int64_t M, int64_t K, const float *Ap, const float *xp, const int64_t *koff,
+                     int64_t XWs, int64_t OH, int64_t OW, float *Y, int64_t ldy, const onnxc_sg_epi *epi) {
     const int64_t NR = ONNXC_SG_NR, OP = OH * OW, VP = OH * XWs, tiles = (VP + NR - 1) / NR;
     if (M <= 0 || OP <= 0) return 0;
     int64_t n = onnxc_chunks(threads, (double)M * (double)K * (double)OP, ONNXC_GEMM_PAR_MIN);
     if (n > tiles) n = tiles;
-    onnxc_ci_par P = {M, K, XWs, OH, OW, OP, VP, tiles, (tiles + n - 1) / n, Ap, xp, koff, Y, epi};
+    onnxc_ci_par P = {M, K, XWs, OH, OW, OP, VP, tiles, (tiles + n - 1) / n, ldy, Ap, xp, koff, Y, epi};
     onnxc_parallel(threads, (tiles + P.per - 1) / P.per, onnxc_ci_task, &P);
     return 0;
 }

@@ -78,6 +78,12 @@ ONNXC_RT_API int onnxc_ci_conv(int threads, int64_t M, int64_t K, const float *A
                                const int64_t *koff, int64_t XWs, int64_t OH, int64_t OW, float *Y,
                                const onnxc_sg_epi *epi);
 
+/* onnxc_ci_conv writing output row m at Y + m * ldy (ldy >= OH * OW): a band of a larger output
+ * (codegen/kernels/conv_dwpw.py). */
+ONNXC_RT_API int onnxc_ci_conv_ld(int threads, int64_t M, int64_t K, const float *Ap, const float *xp,
+                                  const int64_t *koff, int64_t XWs, int64_t OH, int64_t OW, float *Y, int64_t ldy,
+                                  const onnxc_sg_epi *epi);
+
 #else
 #define ONNXC_CI_AVAILABLE 0
 #endif

@@ -52,7 +52,7 @@ ACTIVATIONS: dict[str, tuple[int, tuple[float, ...]]] = {
 }
 
 # index of the residual input per op (right after the op's own inputs)
-RESIDUAL_INPUT = {"Conv": 3, "Gemm": 3, "MatMul": 2}
+RESIDUAL_INPUT = {"Conv": 3, "Gemm": 3, "MatMul": 2, "DepthwisePointwise": 5}  # the last: passes/fuse_depthwise_pointwise.py
 # index of the per-column bias input (after the residual slot) of the ops that take ``onnxc_bias``
 BIAS_INPUT = {"MatMul": 3}
 
@@ -76,22 +76,29 @@ class Epilogue:
         return f"{self.act}, {lit(self.a, dt)}, {lit(self.b, dt)}"
 
 
+def activation(ctx: KernelCtx, attr: str = ACT_ATTR, params_attr: str = PARAMS_ATTR) -> tuple[int, float, float]:
+    """(ONNXC_ACT_* code, a, b) of the activation requested by attributes ``attr`` / ``params_attr``
+    (0 when none); ValueError on a malformed request."""
+    name = ctx.attr(attr, None)
+    if isinstance(name, bytes):
+        name = name.decode()
+    if not name:
+        return 0, 0.0, 0.0
+    if name not in ACTIVATIONS:
+        raise ValueError(f"{attr}={name!r} is not one of {', '.join(ACTIVATIONS)}")
+    act, defaults = ACTIVATIONS[name]
+    params = [float(p) for p in (ctx.attr(params_attr, None) or [])]
+    if len(params) > len(defaults):
+        raise ValueError(f"{name} takes {len(defaults)} parameter(s), got {params_attr}={params}")
+    vals = params + list(defaults[len(params):])
+    a, b = (vals + [0.0, 0.0])[:2]
+    return act, a, b
+
+
 def epilogue(ctx: KernelCtx) -> Epilogue:
     """The epilogue a node asks for (see the module doc); ValueError on a malformed request."""
     node = ctx.node
-    name = ctx.attr(ACT_ATTR, None)
-    if isinstance(name, bytes):
-        name = name.decode()
-    act, a, b = 0, 0.0, 0.0
-    if name:
-        if name not in ACTIVATIONS:
-            raise ValueError(f"{ACT_ATTR}={name!r} is not one of {', '.join(ACTIVATIONS)}")
-        act, defaults = ACTIVATIONS[name]
-        params = [float(p) for p in (ctx.attr(PARAMS_ATTR, None) or [])]
-        if len(params) > len(defaults):
-            raise ValueError(f"{name} takes {len(defaults)} parameter(s), got {PARAMS_ATTR}={params}")
-        vals = params + list(defaults[len(params):])
-        a, b = (vals + [0.0, 0.0])[:2]
+    act, a, b = activation(ctx)
     residual = None
     if int(ctx.attr(RESIDUAL_ATTR, 0) or 0):
         residual = RESIDUAL_INPUT[node.op_type]

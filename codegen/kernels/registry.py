@@ -8,6 +8,7 @@ from . import (  # noqa: F401
     col2im,  # noqa: F401
     control_flow,
     conv,  # noqa: F401
+    conv_dwpw,  # noqa: F401
     deform_conv,  # noqa: F401
     einsum,  # noqa: F401
     elementwise,

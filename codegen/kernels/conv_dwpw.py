@@ -1,0 +1,69 @@
+"""The kernel of onnxc::DepthwisePointwise (passes/fuse_depthwise_pointwise.py, templates/conv_dwpw.c.j2):
+a depthwise Conv and the pointwise Conv reading it, a band of output rows at a time.
+
+Per band of TR output rows of one image, the depthwise rows of every channel (bias and activation
+included) go to the running thread's buffer S, C x TR*OW floats, and one pointwise GEMM (the filter
+packed at compile time) reads S and writes the band of Y with the pointwise epilogue (bias, residual,
+activation): with few output channels (conv.IMPLICIT_MAX_M) the implicit GEMM, which reads the rows of
+S in place (runtime_c/onnxc_conv_implicit.h, AVX-512), else the packed GEMM. TR is the largest row count whose S fits BAND_BYTES, so S stays in the L2 cache between
+the two steps and the depthwise output never goes to memory. Bands of all images run on the runtime's
+pool, each with a one-thread GEMM.
+
+The depthwise rows: for each kernel row, the output columns whose taps all read inside the input row
+take one pass summing the whole kernel row (the tap offsets are constants), the columns at the edges
+take the taps one by one.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from onnxc.ir import DType, Node
+from onnxc.passes.fuse_depthwise_pointwise import DOMAIN, DW_ACT_ATTR, DW_PARAMS_ATTR, OP
+
+from ..templating import render
+from .base import KernelCtx, kernel
+from .conv import IMPLICIT_MAX_M
+from .epilogue import activation, epilogue, sg_epi, use_act
+from .gemm_layout import pack_a
+from .nncommon import use_gemm
+from .parcall import SLOTS, par_call
+
+BAND_BYTES = 1 << 18  # the per-thread depthwise band: 256 KiB, with the GEMM's packed panels inside the L2 (1 MiB)
+BAND_GRAIN = 1 << 16  # multiply-adds per band below which bands run on the calling thread
+PREFETCH_CHANNELS = 2  # a channel's band rows are prefetched this many channels ahead (56x56, 144 -> 24: 0.86 -> 0.7x)
+
+
+def _accepts(node: Node) -> str | None:
+    if any(v is not None and v.dtype != DType.FLOAT for v in node.inputs) or node.outputs[0].dtype != DType.FLOAT:
+        return "only float32 depthwise-pointwise pairs are fused"
+    return None
+
+
+@kernel(OP, domain=DOMAIN, types={DType.FLOAT}, accepts=_accepts)
+def depthwise_pointwise(ctx: KernelCtx) -> str:
+    x, y = ctx.ins[0], ctx.outs[0]
+    wdw, wpw = ctx.ins[1], ctx.ins[3]
+    c, m = int(wdw.shape[0]), int(wpw.shape[0])
+    kh, kw = (int(k) for k in ctx.attr("kernel_shape"))
+    sh, sw = (int(s) for s in ctx.attr("strides"))
+    dh, dw = (int(d) for d in ctx.attr("dilations"))
+    ph, pw = (int(p) for p in ctx.attr("pads")[:2])
+    oh, ow = (int(d) for d in y.shape[2:])
+    use_gemm(ctx)
+    ep = epilogue(ctx)
+    dw_act = activation(ctx, DW_ACT_ATTR, DW_PARAMS_ATTR)
+    if ep.act or dw_act[0]:
+        use_act(ctx)
+    implicit = m <= IMPLICIT_MAX_M
+    if implicit:
+        ctx.helper("onnxc_conv_implicit", '#include "onnxc_conv_implicit.h"')
+    ctx.repack_const(3, pack_a(np.asarray(wpw.const, dtype=np.float32).reshape(m, c)))
+    tr = max(1, min(oh, BAND_BYTES // (4 * c * ow)))
+    res = "NULL" if ep.residual is None else f"in{ep.residual} + n * M * OP + oh0 * OW"
+    epi = sg_epi(ep, bias="in4" if len(ctx.ins) > 4 and ctx.ins[4] is not None else "NULL", res=res, ldr="OP")
+    act = f"{dw_act[0]}, {float(dw_act[1])!r}f, {float(dw_act[2])!r}f" if dw_act[0] else ""
+    return render("conv_dwpw.c.j2", N=x.dims[0], C=str(c), M=str(m), IH=x.dims[2], IW=x.dims[3], OH=str(oh),
+                  OW=str(ow), KH=kh, KW=kw, SH=sh, SW=sw, DH=dh, DW=dw, PH=ph, PW=pw, TR=tr,
+                  dw_bias=len(ctx.ins) > 2 and ctx.ins[2] is not None, dw_act=act, epi=epi, par=par_call(ctx),
+                  slots=SLOTS, grain=BAND_GRAIN, implicit=implicit, PFD=PREFETCH_CHANNELS)

@@ -1,0 +1,158 @@
+"""Fuse a depthwise Conv and the pointwise (1x1) Conv reading it into one onnxc::DepthwisePointwise node
+(codegen/kernels/conv_dwpw.py).
+
+MobileNet-style blocks end with ``depthwise 3x3 -> activation -> pointwise 1x1 (-> + residual)``. Run
+apart, the depthwise output (the block's widest tensor: 96 channels at 112x112 in MobileNetV2, 4.8 MB
+per image) goes to memory and comes back for the pointwise GEMM; both kernels are bound by that traffic.
+The fused kernel computes the depthwise output for a band of rows into a per-thread buffer that stays
+in cache and runs the pointwise GEMM on the band at once.
+
+Matched (after fuse_epilogues, whose requests both convs may carry):
+
+- D: a float32 2-D Conv with one input and one output channel per group (``group == C == M``), a
+  constant filter of at most MAX_TAPS taps, constant bias or none, any strides, pads and dilations,
+  an activation request or none, no residual;
+- P: a float32 Conv reading D's output as its only reader, 1x1 kernel, unit strides and dilations, no
+  padding, group 1, a constant filter, constant bias or none, any epilogue request (activation,
+  residual);
+- D's output is not a graph output and its map is static, at least MIN_ELEMENTS per image and
+  MIN_POSITIONS positions (smaller maps stay in cache between the two kernels anyway, and give too few
+  bands to share among threads). Measured on MobileNetV2 (1 thread, batch 4) against the pair apart:
+  112x112 0.58x, 56x56 0.74-0.88x, 28x28 and 14x14 0.9-1.0x, 7x7 1.05-1.09x.
+
+The node: inputs ``(x, w_dw, b_dw, w_pw, b_pw, R)`` (absent ones empty); D's geometry as
+``kernel_shape``, ``strides``, ``pads``, ``dilations``; D's activation as ``onnxc_dw_activation`` /
+``onnxc_dw_activation_params``; P's epilogue attributes unchanged (the residual is input 5).
+
+``ONNXC_DWPW=0`` at compile time leaves every pair apart (a debug knob for A/B measurements; the model
+cache keys on it, codegen/model_cache.py CODEGEN_ENV).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+from onnxc.ir import DType, Graph, Model, Node, TensorType, Value
+from onnxc.ir.graph import Attr
+
+from .base import PassResult
+from .fuse_epilogues import ACT_ATTR, PARAMS_ATTR, RESIDUAL_ATTR
+
+DOMAIN, OP = "onnxc", "DepthwisePointwise"
+DW_ACT_ATTR, DW_PARAMS_ATTR = "onnxc_dw_activation", "onnxc_dw_activation_params"
+MAX_TAPS = 49  # largest depthwise kernel (7x7)
+MIN_ELEMENTS = 1 << 15  # depthwise output elements per image below which the pair stays apart
+MIN_POSITIONS = 196  # ... and output positions (MobileNetV2 at 7x7: one band per image, 1.05-1.09x apart)
+ENV_SWITCH = "ONNXC_DWPW"
+
+
+def _conv(n: Node | None) -> bool:
+    return n is not None and n.op_type == "Conv" and n.domain in ("", "ai.onnx")
+
+
+def _static(v: Value | None) -> tuple[int, ...] | None:
+    t = None if v is None else v.type
+    if not isinstance(t, TensorType) or t.shape is None or not all(isinstance(d, int) for d in t.shape):
+        return None
+    return tuple(t.shape)
+
+
+def _f32_const(v: Value | None) -> bool:
+    return v is not None and v.const is not None and v.dtype == DType.FLOAT
+
+
+def _ints(n: Node, name: str, default: list[int]) -> list[int]:
+    v = n.attr(name, None)
+    return default if v is None else [int(i) for i in v]
+
+
+def _depthwise(d: Node) -> bool:
+    x, w, y = d.input(0), d.input(1), d.outputs[0]
+    ws = _static(w)
+    if x is None or x.dtype != DType.FLOAT or y.dtype != DType.FLOAT or not _f32_const(w) or ws is None:
+        return False
+    if len(ws) != 4 or ws[1] != 1 or int(d.attr("group", 1)) != ws[0] or math.prod(ws[2:]) > MAX_TAPS:
+        return False
+    if d.input(2) is not None and not _f32_const(d.input(2)):
+        return False
+    if int(d.attr(RESIDUAL_ATTR, 0) or 0) or len(d.inputs) > 3 or d.attr("auto_pad", "NOTSET") not in ("NOTSET", b"NOTSET"):
+        return False
+    xs, ys = x.shape, y.shape
+    if xs is None or len(xs) != 4 or xs[1] != ws[0] or ys is None or len(ys) != 4:
+        return False
+    return all(isinstance(v, int) for v in ys[1:]) and math.prod(ys[1:]) >= MIN_ELEMENTS \
+        and ys[2] * ys[3] >= MIN_POSITIONS
+
+
+def _pointwise(p: Node, c: int) -> bool:
+    w, y = p.input(1), p.outputs[0]
+    ws = _static(w)
+    if not _f32_const(w) or ws is None or len(ws) != 4 or ws[1:] != (c, 1, 1) or y.dtype != DType.FLOAT:
+        return False
+    if int(p.attr("group", 1)) != 1 or p.attr("auto_pad", "NOTSET") not in ("NOTSET", b"NOTSET"):
+        return False
+    if any(s != 1 for s in _ints(p, "strides", [1, 1])) or any(d != 1 for d in _ints(p, "dilations", [1, 1])):
+        return False
+    if any(q != 0 for q in _ints(p, "pads", [0, 0, 0, 0])):
+        return False
+    return p.input(2) is None or _f32_const(p.input(2))
+
+
+def match(p: Node, public: set[int]) -> Node | None:
+    """The depthwise Conv feeding pointwise Conv ``p`` when the pair fuses (see the module doc)."""
+    if not _conv(p) or p.input(0) is None:
+        return None
+    t = p.input(0)
+    d = t.producer
+    if not _conv(d) or d.graph is not p.graph or t.id in public or len(t.uses()) != 1:
+        return None
+    if not _depthwise(d) or not _pointwise(p, int(d.input(1).shape[0])):
+        return None
+    return d
+
+
+def fuse_graph(g: Graph) -> bool:
+    changed = False
+    for node in list(g.nodes):
+        for sg in node.subgraphs():
+            changed |= fuse_graph(sg)
+    public = {v.id for v in g.outputs}
+    for p in list(g.nodes):
+        if p.graph is not g:
+            continue
+        d = match(p, public)
+        if d is None:
+            continue
+        kh, kw = d.input(1).shape[2:]
+        attrs = {
+            "kernel_shape": Attr("kernel_shape", "INTS", [int(kh), int(kw)]),
+            "strides": Attr("strides", "INTS", _ints(d, "strides", [1, 1])),
+            "pads": Attr("pads", "INTS", _ints(d, "pads", [0, 0, 0, 0])),
+            "dilations": Attr("dilations", "INTS", _ints(d, "dilations", [1, 1])),
+        }
+        if d.has_attr(ACT_ATTR):
+            attrs[DW_ACT_ATTR] = Attr(DW_ACT_ATTR, "STRING", d.attr(ACT_ATTR))
+            if d.has_attr(PARAMS_ATTR):
+                attrs[DW_PARAMS_ATTR] = Attr(DW_PARAMS_ATTR, "FLOATS", list(d.attr(PARAMS_ATTR)))
+        for name in (ACT_ATTR, PARAMS_ATTR, RESIDUAL_ATTR):
+            if p.has_attr(name):
+                attrs[name] = p.attrs[name]
+        res = p.input(3) if int(p.attr(RESIDUAL_ATTR, 0) or 0) else None
+        ins = [d.input(0), d.input(1), d.input(2), p.input(1), p.input(2), res]
+        while ins and ins[-1] is None:
+            ins.pop()
+        out = p.outputs[0]
+        fused = Node(OP, ins, [], attrs, domain=DOMAIN, name=(p.name or out.name) + "_dwpw")
+        g.insert_before(p, fused)
+        g.remove(p)
+        g.remove(d)
+        fused.add_output(out)
+        changed = True
+    return changed
+
+
+def fuse_depthwise_pointwise(model: Model) -> PassResult:
+    if os.environ.get(ENV_SWITCH, "1") in ("0", "off", "false"):
+        return PassResult(model, False)
+    return PassResult(model, fuse_graph(model.graph))

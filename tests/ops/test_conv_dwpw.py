@@ -1,0 +1,125 @@
+"""Depthwise Conv -> pointwise Conv pairs fused into onnxc::DepthwisePointwise
+(passes/fuse_depthwise_pointwise.py, codegen/kernels/conv_dwpw.py) against onnx.reference: strides,
+pads, dilations, kernel sizes, activations on either conv, bias or none, a residual, a symbolic batch, two
+threads, bands that do not divide the map; and the pairs that must stay apart."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
+
+import onnxc
+from onnxc.passes import fuse_depthwise_pointwise as fdp
+
+RNG = np.random.default_rng(17)
+MARK = "depthwise-pointwise"
+
+
+def _model(n: int, c: int, m: int, hw: tuple[int, int], k: int = 3, strides=(1, 1), pads=None, dilations=(1, 1),
+           dw_bias: bool = True, pw_bias: bool = True, dw_act: str | None = "Relu", pw_act: str | None = None,
+           residual: bool = False, symbolic: bool = False, extra_reader: bool = False,
+           dw_output: bool = False, pw_strides=(1, 1), multiplier: int = 1) -> tuple[onnx.ModelProto, dict]:
+    pads = [k // 2] * 4 if pads is None else pads
+    inits = [numpy_helper.from_array((RNG.standard_normal((c * multiplier, 1, k, k)) * 0.3).astype(np.float32), "wd"),
+             numpy_helper.from_array((RNG.standard_normal((m, c * multiplier, 1, 1)) * 0.2).astype(np.float32), "wp")]
+    dins, pins = ["x", "wd"], ["da", "wp"]
+    if dw_bias:
+        inits.append(numpy_helper.from_array(RNG.standard_normal(c * multiplier).astype(np.float32), "bd"))
+        dins.append("bd")
+    if pw_bias:
+        inits.append(numpy_helper.from_array(RNG.standard_normal(m).astype(np.float32), "bp"))
+        pins.append("bp")
+    nodes = [helper.make_node("Conv", dins, ["d"], kernel_shape=[k, k], strides=list(strides), pads=pads,
+                              dilations=list(dilations), group=c)]
+    nodes.append(helper.make_node(dw_act, ["d"], ["da"]) if dw_act else helper.make_node("Identity", ["d"], ["da"]))
+    nodes.append(helper.make_node("Conv", pins, ["p"], kernel_shape=[1, 1], strides=list(pw_strides)))
+    out = "p"
+    x = RNG.standard_normal((n, c, *hw)).astype(np.float32)
+    feeds = {"x": x}
+    ins = [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", c, *hw] if symbolic else [n, c, *hw])]
+    if residual:
+        oshape = ReferenceEvaluator(helper.make_model(
+            helper.make_graph(nodes, "s", ins[:1], [helper.make_tensor_value_info("p", TensorProto.FLOAT, None)], inits),
+            opset_imports=[helper.make_opsetid("", 17)])).run(None, feeds)[0].shape
+        feeds["r"] = RNG.standard_normal(oshape).astype(np.float32)
+        ins.append(helper.make_tensor_value_info("r", TensorProto.FLOAT, ["N", *oshape[1:]] if symbolic else oshape))
+        nodes.append(helper.make_node("Add", ["p", "r"], ["s"]))
+        out = "s"
+    if pw_act:
+        nodes.append(helper.make_node(pw_act, [out], ["y"]))
+    else:
+        nodes.append(helper.make_node("Identity", [out], ["y"]))
+    outs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]
+    if extra_reader:
+        nodes.append(helper.make_node("Neg", ["da"], ["z"]))
+        outs.append(helper.make_tensor_value_info("z", TensorProto.FLOAT, None))
+    if dw_output:
+        outs.append(helper.make_tensor_value_info("da", TensorProto.FLOAT, None))
+    g = helper.make_graph(nodes, "g", ins, outs, inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), feeds
+
+
+def check(fused: bool, threads: int | None = None, **kw) -> None:
+    m, feeds = _model(**kw)
+    cm = onnxc.compile(m, threads=threads)
+    assert (MARK in cm.c_source) == fused, "pair " + ("not fused" if fused else "fused")
+    want = ReferenceEvaluator(m).run(None, feeds)
+    got = cm.run(feeds)
+    for name, w in zip([o.name for o in m.graph.output], want):
+        np.testing.assert_allclose(got[name], w, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("kw", [
+    dict(n=1, c=32, m=16, hw=(64, 64)),
+    dict(n=2, c=24, m=40, hw=(131, 97), strides=(2, 2)),                                      # odd map, stride 2
+    dict(n=1, c=16, m=24, hw=(50, 70), k=5, pads=[2, 1, 2, 3], dw_bias=False),                 # 5x5, asymmetric pads
+    dict(n=1, c=20, m=12, hw=(60, 60), dilations=(2, 2), pads=[2, 2, 2, 2], pw_bias=False),
+    dict(n=1, c=36, m=8, hw=(41, 56), strides=(1, 2), pads=[0, 1, 2, 0], dw_act=None),
+    dict(n=2, c=48, m=24, hw=(40, 40), residual=True, pw_act="Relu", symbolic=True),
+    dict(n=1, c=64, m=96, hw=(36, 36), dw_act="HardSwish", pw_act="Sigmoid"),
+    dict(n=1, c=9, m=5, hw=(130, 129), k=7, pads=[3, 3, 3, 3]),                                  # 7x7
+])
+def test_fused(kw):
+    check(True, **kw)
+
+
+def test_fused_two_threads():
+    check(True, threads=2, n=3, c=40, m=20, hw=(48, 52), residual=True, symbolic=True)
+
+
+@pytest.mark.parametrize("kw", [
+    dict(n=1, c=16, m=16, hw=(16, 16)),                      # small map: stays in cache anyway
+    dict(n=1, c=32, m=16, hw=(64, 64), extra_reader=True),   # the depthwise output has another reader
+    dict(n=1, c=32, m=16, hw=(64, 64), dw_output=True),      # ... or is a graph output
+    dict(n=1, c=32, m=16, hw=(64, 64), pw_strides=(2, 2)),   # strided 1x1
+    dict(n=1, c=32, m=16, hw=(64, 64), multiplier=2),        # two output channels per group
+])
+def test_not_fused(kw):
+    check(False, **kw)
+
+
+def test_switch_off(monkeypatch):
+    monkeypatch.setenv(fdp.ENV_SWITCH, "0")
+    check(False, n=1, c=32, m=16, hw=(64, 64))
+
+
+def test_empty_batch():
+    m, _ = _model(n=1, c=32, m=16, hw=(64, 64), symbolic=True)
+    cm = onnxc.compile(m)
+    assert MARK in cm.c_source
+    assert cm.run({"x": np.zeros((0, 32, 64, 64), np.float32)})["y"].shape == (0, 16, 64, 64)
+
+
+def test_pipeline_checked():
+    """The fused node passes the IR checker, and the pair's value between the convs is gone."""
+    from onnxc.frontend import load_model
+    from onnxc.passes.pipeline import optimize
+    m, _ = _model(n=1, c=32, m=16, hw=(64, 64), residual=True, pw_act="Relu")
+    nodes = list(optimize(load_model(m), check=True).graph.nodes)
+    assert [n.op_type for n in nodes] == ["DepthwisePointwise"]
+    node = nodes[0]
+    assert node.domain == fdp.DOMAIN and node.attr("onnxc_dw_activation") == "Relu"
+    assert node.attr("onnxc_activation") == "Relu" and node.attr("onnxc_residual") == 1 and len(node.inputs) == 6
