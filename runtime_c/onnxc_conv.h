@@ -9,8 +9,9 @@
  * compile time as the GEMM's B operand of W^T (fw = ONNXC_SG_PACKED, codegen/kernels/gemm_layout.py
  * pack_b) or plain M x K (fw = ONNXC_SG_TRANS). The GEMM runs transposed, tmp (OP x M) = cols^T W^T, so
  * the positions are the micro-kernel's rows (4-row granularity) and the channels its 32 columns: a map of
- * 49 positions costs 52 rows instead of 64 columns. tmp is then transposed into Y, each output row
- * getting the epilogue (bias, residual, activation) while it is in cache.
+ * 49 positions costs 52 rows instead of 64 columns. Without a residual the GEMM applies bias (per column of
+ * tmp) and activation in its epilogue; tmp is then transposed into Y, rows of Y split among the threads, with
+ * the epilogue there when there is a residual (laid out like Y).
  *
  *   void onnxc_sg_conv_cols(const float *xp, const int64_t *koff, int64_t K, int64_t XH, int64_t XWp,
  *                           int64_t OD, int64_t OH, int64_t OW, int64_t SD, int64_t SH, float *col);

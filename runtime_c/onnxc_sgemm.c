@@ -6,6 +6,8 @@
 
 #include <stdatomic.h>
 
+#define ONNXC_SG_STRIPES 4 /* stripes per thread in a threaded GEMM, handed out as threads come (a busy core takes fewer) */
+
 /* the portable float GEMM (onnxc_sx*): vectors and tiny products take it */
 #define ONNXC_GEMM_T float
 #define ONNXC_GEMM_NR ONNXC_SGEMM_NR
@@ -353,7 +355,8 @@ typedef struct {
     const float *A, *B;
     float *shared;           /* the operand all stripes share, packed once (NULL: none) */
     int64_t npanels, group;  /* its panels, and how many a packing chunk holds */
-    int64_t per, unit, lim;  /* a stripe: per panels of unit rows / columns, up to lim */
+    int64_t per, unit, lim;  /* a stripe: at most per panels of unit rows / columns, up to lim */
+    int64_t nch, blocks;     /* stripe s: panels [s * blocks / nch, (s + 1) * blocks / nch), sizes within one */
     int64_t mcap, ncap, kc;  /* packing buffers of a stripe */
     _Atomic int status;
     float *Ab[ONNXC_POOL_MAX], *Bb[ONNXC_POOL_MAX]; /* per slot, made on first use */
@@ -379,7 +382,8 @@ static void onnxc_sg_pack_task(void *ctx, int64_t c, int slot) {
 static void onnxc_sg_stripe_task(void *ctx, int64_t s, int slot) {
     onnxc_sg_par *P = (onnxc_sg_par *)ctx;
     const onnxc_sg_job *J = P->J;
-    const int64_t lo = s * P->per * P->unit, hi = (s + 1) * P->per * P->unit < P->lim ? (s + 1) * P->per * P->unit : P->lim;
+    const int64_t b0 = s * P->blocks / P->nch, b1 = (s + 1) * P->blocks / P->nch;
+    const int64_t lo = b0 * P->unit, hi = b1 * P->unit < P->lim ? b1 * P->unit : P->lim;
     if (lo >= hi) return;
     if (J->fa != ONNXC_SG_PACKED && !P->Ab[slot]) P->Ab[slot] = (float *)onnxc_alloc((size_t)(P->mcap * P->kc) * sizeof(float));
     if (J->fb != ONNXC_SG_PACKED && !P->Bb[slot]) P->Bb[slot] = (float *)onnxc_alloc((size_t)(P->ncap * P->kc) * sizeof(float));
@@ -436,7 +440,7 @@ int onnxc_sgemm_ex(int threads, int64_t M, int64_t N, int64_t K, float alpha, co
         }
         const int64_t blocks = along_n ? nblk : mblk;
         if (nt > blocks) nt = (int)blocks;
-        int64_t nch = nt > 1 ? (int64_t)nt * 4 : 1; /* a few stripes per thread, handed out dynamically */
+        int64_t nch = nt > 1 ? (int64_t)nt * ONNXC_SG_STRIPES : 1;
         if (nch > blocks / 2) nch = blocks / 2;
         if (nch < nt) nch = nt;
         const int64_t per = (blocks + nch - 1) / nch, unit = along_n ? ONNXC_SG_NR : ONNXC_SG_MR;
@@ -447,7 +451,7 @@ int onnxc_sgemm_ex(int threads, int64_t M, int64_t N, int64_t K, float alpha, co
         mcap = (mcap + ONNXC_SG_MR - 1) / ONNXC_SG_MR * ONNXC_SG_MR;
         ncap = (ncap + ONNXC_SG_NR - 1) / ONNXC_SG_NR * ONNXC_SG_NR;
         onnxc_sg_par P = {&J, along_n, M, N, K, lda, ldb, fa, fb, A, B, shared, along_n ? mblk : nblk, 1, per, unit,
-                          lim, mcap, ncap, kc, 0, {NULL}, {NULL}};
+                          lim, nch, blocks, mcap, ncap, kc, 0, {NULL}, {NULL}};
         if (shared) { /* whole panels (K x 12 of A, K x 32 of B) in the layout of a pre-packed operand */
             const int64_t pch = onnxc_chunks(nt, (double)P.npanels, 1.0);
             P.group = (P.npanels + pch - 1) / pch;
