@@ -5,7 +5,8 @@ serves all. Conv picks a path at compile time:
 
 - ``depthwise``: one input channel per group (group > 1): codegen/kernels/conv_depthwise.py (1-D/2-D:
   stride-phase planes, vectors over flattened output positions; 3-D: vectorized over the output width);
-- ``pointwise``: 1x1 kernel, unit strides, no padding: one GEMM per (image, group) straight on X;
+- ``pointwise``: 1x1 kernel, unit strides, no padding: one GEMM per (image, group) straight on X; on a
+  1x1 map (squeeze-excite) one GEMM for the whole batch, the images as its rows;
 - ``im2col``: general case: columns for a chunk of output positions (bounded scratch buffer, allocated
   per call), then a GEMM per chunk writing straight into Y. float convolutions with stride 1 or 2
   along W and a kernel of more than one tap take the *rows* variant instead: the input is copied once into a zero-padded buffer, and each
@@ -137,6 +138,8 @@ def _conv_packed(ctx: KernelCtx, common: dict, win: Window, mode: str, ep, res: 
     w = ctx.ins[1]
     kg = int(np.prod(w.shape[1:]))
     packed = w.const is not None and w.value.type.dtype == DType.FLOAT
+    if mode == "pointwise" and packed and g == 1 and _one_position(ctx):
+        return _conv_one_position(ctx, ep, res, mg, kg, common["bias"])
     small = _small_output(ctx, win, mode, mg)
     if small:
         ctx.helper("onnxc_conv", '#include "onnxc_conv.h"')
@@ -164,6 +167,30 @@ def _conv_packed(ctx: KernelCtx, common: dict, win: Window, mode: str, ep, res: 
         ctx.helper("onnxc_conv_implicit", '#include "onnxc_conv_implicit.h"')
     return render("conv_packed.c.j2", **common, mode=mode, a=a, fa=fa, packed=packed, epi=epi, epi_chunk=epi_chunk,
                   col_budget=PACKED_COL_BUDGET, rows=rows, small=small, implicit=implicit, par=par_call(ctx))
+
+
+def _one_position(ctx: KernelCtx) -> bool:
+    dims = ctx.outs[0].shape[2:]
+    return all(is_static(d) and int(d) == 1 for d in dims)
+
+
+def _conv_one_position(ctx: KernelCtx, ep, res: str | None, m: int, c: int, bias: bool) -> str:
+    """A 1x1 convolution on a 1x1 map (squeeze-excite's two small layers): X is an N x C matrix and Y an
+    N x M one, so the batch becomes the GEMM's rows, Y = X W^T with W^T packed at compile time as the B
+    operand (one GEMM for the batch, not one matrix-vector product per image), bias per column and a
+    residual laid out like Y in the epilogue."""
+    w = np.asarray(ctx.ins[1].const, dtype=np.float32).reshape(m, c)
+    ctx.repack_const(1, pack_b(w.T))
+    epi = sg_epi(ep, bias="in2" if bias else "NULL", bias_cols=True, res="NULL" if res is None else res, ldr=str(m))
+    n = ctx.outs[0].dims[0]
+    return "\n".join([
+        "/* 1x1 map: Y (N x M) = X (N x C) W^T, one GEMM for the batch (codegen/kernels/conv.py) */",
+        f"const onnxc_sg_epi epi = {epi};",
+        f"if (onnxc_sgemm_ex(rt->threads, {n}, {m}, {c}, 1.0f, in0, {c}, ONNXC_SG_PLAIN, in1, 0, ONNXC_SG_PACKED, 0.0f, "
+        f"out0, {m}, &epi))",
+        '    return onnxc_fail(rt, ONNXC_ERR_MEMORY, "out of memory in GEMM");',
+        "return 0;",
+    ])
 
 
 def _small_output(ctx: KernelCtx, win: Window, mode: str, mg: int) -> bool:

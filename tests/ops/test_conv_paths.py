@@ -30,6 +30,7 @@ PATHS = {
     "im2col": "onnxc_sg_im2col_packed(",
     "depthwise": "taps (kd, kh, kw)",
     "implicit": "onnxc_ci_conv(",
+    "one_position": "one GEMM for the batch",
 }
 # the rows paths run only with the implicit GEMM switched off (where AVX-512 would take it first)
 ROWS_ONLY = {"rows", "phased"}
@@ -329,3 +330,14 @@ def test_implicit_pointwise(xs, ws, kw):
     """1x1 convolutions with few outputs and a long K read X in place (no copy, no packing); the last
     tile of each image loads only the positions that exist."""
     check_conv("implicit", xs, ws, **kw)
+
+
+@pytest.mark.parametrize("xs,ws,kw", [
+    ([4, 96, 1, 1], [24, 96, 1, 1], {"act": "Relu"}),                              # squeeze-excite's reduce
+    ([3, 24, 1, 1], [96, 24, 1, 1], {"act": "Sigmoid", "x_decl": ["N", 24, 1, 1]}),  # ... and expand, any batch
+    ([2, 40, 1, 1], [40, 40, 1, 1], {"residual": True, "bias": False, "threads": 2}),
+    ([1, 1152, 1, 1], [48, 1152, 1, 1], {}),
+])
+def test_one_position(xs, ws, kw):
+    """1x1 convolutions on a 1x1 map run as one GEMM over the batch (Y = X W^T), epilogue included."""
+    check_conv("one_position", xs, ws, **kw)
