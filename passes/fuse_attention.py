@@ -32,7 +32,7 @@ import numpy as np
 
 from onnxc.ir import Attr, DType, Graph, Model, Node, TensorType, Value
 
-from .base import PassResult
+from .base import PassResult, in_subgraphs
 
 DOMAIN = "onnxc"
 OP = "FusedAttention"
@@ -189,10 +189,7 @@ def _ints(name: str, v: list[int]) -> Attr:
 
 
 def fuse_graph(g: Graph) -> bool:
-    changed = False
-    for node in list(g.nodes):
-        for sg in node.subgraphs():
-            changed |= fuse_graph(sg)
+    changed = in_subgraphs(g, fuse_graph)
     public = {v.id for v in g.outputs}
     for sm in list(g.nodes):
         if sm.graph is not g:

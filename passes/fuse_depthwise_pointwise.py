@@ -36,7 +36,7 @@ import os
 from onnxc.ir import DType, Graph, Model, Node, TensorType, Value
 from onnxc.ir.graph import Attr
 
-from .base import PassResult
+from .base import PassResult, in_subgraphs
 from .fuse_epilogues import ACT_ATTR, PARAMS_ATTR, RESIDUAL_ATTR
 
 DOMAIN, OP = "onnxc", "DepthwisePointwise"
@@ -113,10 +113,7 @@ def match(p: Node, public: set[int]) -> Node | None:
 
 
 def fuse_graph(g: Graph) -> bool:
-    changed = False
-    for node in list(g.nodes):
-        for sg in node.subgraphs():
-            changed |= fuse_graph(sg)
+    changed = in_subgraphs(g, fuse_graph)
     public = {v.id for v in g.outputs}
     for p in list(g.nodes):
         if p.graph is not g:
