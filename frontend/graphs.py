@@ -10,6 +10,7 @@ untyped for shape inference. Empty output names get fresh unique names; empty in
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,7 +23,7 @@ from .attrs import convert_attr
 from .external import DataDir
 from .op_schema import check_node
 from .tensors import sparse_to_array, tensor_to_array
-from .types import convert_dtype, convert_type
+from .types import convert_dtype, convert_type, loose_dim_names
 from .validate import node_label, order_nodes, subgraphs
 
 
@@ -90,6 +91,8 @@ def build_graph(gp: Any, ctx: BuildContext, parent: Graph | None = None, outer: 
     where = where or f"graph {g.name!r}"
     scope = Scope(outer)
     predefined: dict[str, str] = {}
+    if parent is None:
+        _warn_loose_dim_names(gp, where)
     for t in gp.initializer:
         _add_const(g, scope, predefined, t.name, t.data_type, where,
                    lambda t=t: tensor_to_array(t, ctx.base_dir, f"{where}: initializer {t.name!r}"))
@@ -123,6 +126,17 @@ def build_graph(gp: Any, ctx: BuildContext, parent: Graph | None = None, outer: 
                              "initializer")
         g.outputs.append(v)
     return g
+
+
+def _warn_loose_dim_names(gp: Any, where: str) -> None:
+    """Warn when dims of the graph's inputs and outputs share a name that is not a C identifier: each is an
+    unrelated unknown dim (frontend/types.py), though the model may have meant one variable."""
+    shapes = [vi.type.tensor_type.shape for vi in list(gp.input) + list(gp.output)
+              if vi.type.WhichOneof("value") == "tensor_type" and vi.type.tensor_type.HasField("shape")]
+    names = loose_dim_names(shapes)
+    if names:
+        warnings.warn(f"{where}: dimension names {', '.join(map(repr, names))} are not identifiers; each dim so "
+                      "named is an unknown dim of its own, not one shared variable", stacklevel=4)
 
 
 def _input_type(vi: Any, where: str, main: bool) -> Any:

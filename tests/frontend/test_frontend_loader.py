@@ -58,18 +58,37 @@ def test_types_and_dimension_symbols():
     opt = helper.make_value_info("o", helper.make_optional_type_proto(helper.make_tensor_type_proto(F, [1])))
     mp_type = helper.make_map_type_proto(TensorProto.INT64, helper.make_tensor_type_proto(F, None))
     mapv = helper.make_value_info("m", mp_type)
-    x = vi("x", ["batch size", None, 3, -1])
+    x = vi("x", ["batch_size", None, 3, -1])
     x.type.tensor_type.shape.dim[1].Clear()
     mp = model([helper.make_node("Identity", ["x"], ["y"])], inputs=(x, vi("u"), seq, opt, mapv),
-               outputs=(vi("y", ["batch size", 4]),))
+               outputs=(vi("y", ["batch_size", 4]),))
     g = load_model(mp).graph
     types = {v.name: v.type for v in g.inputs}
-    assert types["x"] == TensorType(DType.FLOAT, (sym("batch size"), sym("x:1"), 3, sym("x:3")))
+    assert types["x"] == TensorType(DType.FLOAT, (sym("batch_size"), sym("x:1"), 3, sym("x:3")))
     assert types["u"] == TensorType(DType.FLOAT, None)
     assert types["s"] == SequenceType(TensorType(DType.FLOAT, (sym("n"),)))
     assert types["o"] == OptionalType(TensorType(DType.FLOAT, (1,)))
     assert types["m"] == MapType(DType.INT64, TensorType(DType.FLOAT, None))
-    assert g.value_info["y"] == TensorType(DType.FLOAT, (sym("batch size"), 4))
+    assert g.value_info["y"] == TensorType(DType.FLOAT, (sym("batch_size"), 4))
+
+
+def test_dim_names_that_are_not_identifiers_are_unrelated_unknown_dims(recwarn):
+    """Only C identifiers bind dims together; '?', '-1', '', tf2onnx's 'unk__N' and names with spaces each
+    give a fresh variable (PaddleOCR declares [-1, 3, '?', '?'] and takes 48 x 192 images)."""
+    x = vi("x", [-1, 3, "?", "?"])
+    z = vi("z", ["unk__3", "unk__3", "-1", "n"])
+    z.type.tensor_type.shape.dim[1].dim_param = ""
+    mp = model([helper.make_node("Identity", ["x"], ["y"])], inputs=(x, z), outputs=(vi("y", [-1, 3, "?", "?"]),))
+    g = load_model(mp).graph
+    types = {v.name: v.type for v in g.inputs}
+    assert types["x"].shape == (sym("x:0"), 3, sym("x:2"), sym("x:3"))
+    assert types["z"].shape == (sym("z:0"), sym("z:1"), sym("z:2"), sym("n"))
+    assert not [w for w in recwarn if "not identifiers" in str(w.message)]  # no letters: nothing to warn of
+    spaced = model([helper.make_node("Identity", ["x"], ["y"])], inputs=(vi("x", ["batch size", 2]),),
+                   outputs=(vi("y", ["batch size", 2]),))
+    with pytest.warns(UserWarning, match="'batch size' are not identifiers"):
+        g = load_model(spaced).graph
+    assert g.inputs[0].type.shape == (sym("x:0"), 2)
 
 
 def test_initializers_listed_as_inputs_are_constants():
