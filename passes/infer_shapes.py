@@ -3,7 +3,9 @@
 Walks nodes in order, asks each op's shape rule for the output types (symbolic Dims), and folds
 nodes whose inputs are all constant so later rules (Reshape, Expand, Slice...) see constant or
 symbolic shape values. A node with no shape rule but an expansion (a standard function op, see
-expand_function_ops) is replaced in place by its expansion, whose nodes are inferred next. Declared
+expand_function_ops) is replaced in place by its expansion, whose nodes are inferred next. Values of
+run-time rank (an If whose branches differ in rank, a Squeeze without axes over a symbolic dim) are made
+static by moving the code that reads them into the If's branches (sink_into_if.py). Declared
 shapes in the model are only hints; inferred shapes win, but a declared static dim fills in an
 inferred unknown. A declared element type must be the inferred one (onnxruntime refuses the model
 too): the declared type of a graph output is what callers are promised.
@@ -23,7 +25,9 @@ from .expand_function_ops import expand_node
 from .fold_constants import try_fold
 from .inline_if import inline_constant_if
 from .shapes.common import RULE_ERRORS, rule_failure
+from .shapes.control_flow import RankVaries
 from .shapes.registry import rule_for
+from .sink_into_if import sink_into_branches, squeeze_as_if
 
 
 def infer_graph(g: Graph, fold: bool = True) -> None:
@@ -32,6 +36,8 @@ def infer_graph(g: Graph, fold: bool = True) -> None:
     while pending:
         node = pending.pop()
         taken = inline_constant_if(node)
+        if taken is None:
+            taken = squeeze_as_if(node)
         if taken is not None:
             pending.extend(reversed(taken))
             continue
@@ -46,6 +52,10 @@ def infer_graph(g: Graph, fold: bool = True) -> None:
         node.defines_dims = []  # the rule records the run-time dims it still needs (common.runtime_dim)
         try:
             types = rule.infer(node)
+        except RankVaries:
+            if sink_into_branches(node, pending):
+                continue
+            raise
         except ShapeError:
             raise
         except RULE_ERRORS as e:

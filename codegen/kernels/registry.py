@@ -12,6 +12,7 @@ from . import (  # noqa: F401
     deform_conv,  # noqa: F401
     einsum,  # noqa: F401
     elementwise,
+    fail,  # noqa: F401
     fused_elementwise,  # noqa: F401
     gather,
     generate,

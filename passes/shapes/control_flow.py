@@ -14,7 +14,18 @@ the body inferred again, until the carried types are stable.
 
 from __future__ import annotations
 
-from onnxc.ir import DType, Graph, Node, OptionalType, SequenceType, TensorType, UnsupportedOpError
+from onnxc.ir import (
+    Attr,
+    DType,
+    Graph,
+    Node,
+    OptionalType,
+    SequenceType,
+    ShapeError,
+    TensorType,
+    UnsupportedOpError,
+    Value,
+)
 from onnxc.ir.dims import free_symbols, is_static, sym
 
 from ..lift_captures import captures, onnx_inputs
@@ -83,14 +94,19 @@ def _loose(t):
     return t
 
 
+class RankVaries(UnsupportedOpError):
+    """An If output whose rank differs between the branches (shape inference may sink the code that reads
+    it into the branches: passes/sink_into_if.py)."""
+
+
 def merge_types(node: Node, k: int, a, b, known: set[str]):
     """Type of If output ``k`` from the two branch types."""
     if isinstance(a, TensorType) and isinstance(b, TensorType):
         if a.dtype != b.dtype:
             raise fail(node, f"output {k}: then_branch gives {a.dtype.short}, else_branch {b.dtype.short}")
         if a.shape is None or b.shape is None or len(a.shape) != len(b.shape):
-            raise UnsupportedOpError(f"{node.describe()}: output {k} has a different rank in each branch "
-                                     f"({a} vs {b})", [(node.domain or "ai.onnx", node.op_type, node.version)])
+            raise RankVaries(f"{node.describe()}: output {k} has a different rank in each branch ({a} vs {b})",
+                             [(node.domain or "ai.onnx", node.op_type, node.version)])
         dims = [da if da == db and free_symbols(da) <= known else runtime_dim(node, k, ax)
                 for ax, (da, db) in enumerate(zip(a.shape, b.shape))]
         return TensorType(a.dtype, tuple(dims))
@@ -109,13 +125,52 @@ def _if(node: Node) -> list:
         raise fail(node, f"the condition (input 0) must be a bool tensor, got {cond.dtype.short}")
     if cond.shape is not None and any(is_static(d) and d != 1 for d in cond.shape):
         raise fail(node, f"the condition (input 0) must have one element, got shape {list(cond.shape)}")
-    then_t = infer_body(node, node.attr("then_branch"), [])
-    else_t = infer_body(node, node.attr("else_branch"), [])
+    then_t, else_t = _branch_types(node)
     if len(then_t) != len(node.outputs) or len(else_t) != len(node.outputs):
         raise fail(node, f"the branches return {len(then_t)} and {len(else_t)} values, the node has "
                          f"{len(node.outputs)} outputs")
     known = known_symbols(node)
     return [merge_types(node, k, a, b, known) for k, (a, b) in enumerate(zip(then_t, else_t))]
+
+
+SUNK = "onnxc_sunk"  # an If that passes/sink_into_if.py made or grew: a branch may be invalid for its shapes
+
+
+def _branch_types(node: Node) -> tuple[list, list]:
+    """The output types of both branches. In an If marked SUNK, a branch that is invalid for its shapes (a
+    ShapeError) becomes an onnxc::Fail body typed like the other branch: it errs only when taken at run time."""
+    keys = ("then_branch", "else_branch")
+    got, errs = {}, {}
+    for key in keys:
+        try:
+            got[key] = infer_body(node, node.attr(key), [])
+        except ShapeError as e:
+            if not node.attr(SUNK):
+                raise
+            errs[key] = e
+    if len(errs) == 2:
+        raise errs["then_branch"]
+    for key, e in errs.items():
+        other = got[keys[1 - keys.index(key)]]
+        if not all(isinstance(t, TensorType) and t.shape is not None for t in other):
+            raise e
+        node.attrs[key] = Attr(key, "GRAPH", _fail_body(node, node.attr(key), str(e), other))
+        got[key] = infer_body(node, node.attr(key), [])
+    return got["then_branch"], got["else_branch"]
+
+
+def _fail_body(node: Node, old: Graph, message: str, types: list) -> Graph:
+    """A body with ``old``'s formal inputs whose outputs, of ``types``, come from one onnxc::Fail node."""
+    g = Graph(old.name, node.graph)
+    for v in old.inputs:
+        g.add_input(Value(g.fresh_name(v.name), v.type))
+    outs = [Value(g.fresh_name(f"{old.name}_failed")) for _ in types]
+    g.append(Node(FAIL_OP, [], outs, {"message": Attr("message", "STRING", message),
+                                      "dtypes": Attr("dtypes", "INTS", [int(t.dtype) for t in types]),
+                                      "ranks": Attr("ranks", "INTS", [len(t.shape) for t in types])},
+                  domain=FAIL_DOMAIN, name=f"{node.name}/{old.name}_fails", version=1))
+    g.outputs = outs
+    return g
 
 
 def _same(a, b, free: frozenset = frozenset()) -> bool:
@@ -283,3 +338,15 @@ def _sequence_map(node: Node) -> list:
         if not isinstance(t, TensorType):
             raise fail(node, f"body output {k} must be a tensor, got {t}")
     return [SequenceType(hint(t)) for t in outs]
+
+
+FAIL_DOMAIN, FAIL_OP = "onnxc", "Fail"  # a branch made by passes/sink_into_if.py that is invalid for its shapes
+
+
+@shape_rule(FAIL_OP, domain=FAIL_DOMAIN)
+def _fail_node(node: Node) -> list:
+    """onnxc::Fail (attributes ``message``, ``dtypes``, ``ranks``): outputs of those element types and ranks
+    whose dims are run-time dims of the node; at run time its shape function reports ``message``."""
+    dtypes, ranks = node.attr("dtypes"), node.attr("ranks")
+    return [TensorType(DType(dt), tuple(runtime_dim(node, k, a) for a in range(r)))
+            for k, (dt, r) in enumerate(zip(dtypes, ranks))]
