@@ -331,6 +331,7 @@ class Model:
     metadata: dict[str, str] = field(default_factory=dict)
     path: str | None = None  # file the model came from, if any
     data_files: list[str] = field(default_factory=list)  # external data files its tensors were read from (real paths)
+    bound: dict[str, Any] = field(default_factory=dict)  # inputs bound to constants (passes/bind_constants.py)
 
     def opset(self, domain: str) -> int:
         d = "" if domain == "ai.onnx" else domain

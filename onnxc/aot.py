@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 
 from onnxc.codegen.artifact import (
@@ -31,17 +32,19 @@ from .api import CompiledModel, _info, compiler_config, lower_model, native_type
 
 def build(model, out_dir: str | os.PathLike, *, name: str | None = None, embed_weights: bool = True,
           target: str = "native", threads: int | None = None, cc: str | None = None,
-          flags: tuple[str, ...] | None = None, emit_only: bool = False) -> Path:
+          flags: tuple[str, ...] | None = None, emit_only: bool = False,
+          constants: Mapping[str, object] | None = None) -> Path:
     """Compile ``model`` (path, bytes or ModelProto) into the artifact folder ``out_dir``.
 
     ``name``: C identifier used for the library, header and API prefix (default: from the file name,
     else "model"). ``embed_weights``: weights inside the library, else ``<name>.weights`` beside it.
     ``target``: ISA level (native, portable, x86-64-v2/v3/v4, aarch64). ``emit_only``: write sources
-    and build files without compiling. Returns the folder.
+    and build files without compiling. ``constants``: inputs bound to fixed values, as in compile().
+    Returns the folder.
     """
     out = Path(out_dir)
     name = check_name(name or _default_name(model))
-    m, program, nthreads, _ = lower_model(model, threads)
+    m, program, nthreads, _ = lower_model(model, threads, constants=constants)
     in_types = [v.type for v in m.graph.inputs]
     out_types = [v.type for v in m.graph.outputs]
     write_sources(program, in_types, out_types, out, name, embed=embed_weights, target=target, threads=nthreads)

@@ -6,7 +6,7 @@ import gc
 import os
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -21,6 +21,7 @@ from onnxc.codegen.emit import emit_c
 from onnxc.codegen.lower import Program, lower
 from onnxc.codegen.native import NativeModel, contiguous
 from onnxc.ir import CacheWarning, CompileError, DType, InputError, Model, ModelError, TensorType, innermost
+from onnxc.passes.bind_constants import bind_constants
 from onnxc.passes.pipeline import optimize
 
 from .fastpath import FastPath
@@ -243,8 +244,10 @@ def output_plan(program: Program) -> list[bool]:
 
 
 def lower_model(model, threads: int | None = None, check_ir: bool | None = None,
-                dump_ir: str | set[str] | None = None) -> tuple[Model, Program, int, dict]:
-    """Frontend, passes and lowering shared by compile() and build(): (IR, Program, threads, timings)."""
+                dump_ir: str | set[str] | None = None, constants: Mapping[str, object] | None = None
+                ) -> tuple[Model, Program, int, dict]:
+    """Frontend, passes and lowering shared by compile() and build(): (IR, Program, threads, timings).
+    ``constants``: inputs bound to values (passes/bind_constants.py)."""
     t0 = time.perf_counter()
     if isinstance(model, Model):
         m = model
@@ -253,6 +256,8 @@ def lower_model(model, threads: int | None = None, check_ir: bool | None = None,
 
         m = load_model(model)
     t1 = time.perf_counter()
+    if constants:
+        bind_constants(m, constants)
     check_supported(m)
     if check_ir is None:
         check_ir = os.environ.get("ONNXC_CHECK_IR", "") not in ("", "0")
@@ -291,7 +296,8 @@ def native_types(ins: list[TensorInfo], outs: list[TensorInfo]) -> tuple[list, l
 
 def compile(model, *, threads: int | None = None, cache_dir: str | os.PathLike | None = None,
             cc: str | None = None, flags: tuple[str, ...] | None = None, check_ir: bool | None = None,
-            dump_ir: str | set[str] | None = None, profile: bool = False) -> CompiledModel:
+            dump_ir: str | set[str] | None = None, profile: bool = False,
+            constants: Mapping[str, object] | None = None) -> CompiledModel:
     """Compile an ONNX model (path, bytes or protobuf ModelProto) to native code.
 
     ``threads``: threads the kernels may use (default: all cores). ``cache_dir``: compile cache
@@ -299,6 +305,8 @@ def compile(model, *, threads: int | None = None, cache_dir: str | os.PathLike |
     optimization flags (default ``-O3 -march=native``). ``check_ir``: run the IR checker after every
     pass (default from ``$ONNXC_CHECK_IR``). ``dump_ir``: print the IR after the named passes or "all".
     ``profile``: time each kernel step; read the sums with ``onnxc.profile.read_profile(model)``.
+    ``constants``: graph inputs bound to fixed values (``{"sr": 16000}``), folded into the model, which no
+    longer takes them: branches and shapes they decide are settled at compile time.
 
     A model compiled before with the same options (the same file bytes, threads, compiler, flags and
     onnxc version) comes from the model cache (codegen/model_cache.py) without being parsed; its
@@ -311,10 +319,10 @@ def compile(model, *, threads: int | None = None, cache_dir: str | os.PathLike |
     data = model
     key = None
     if dump_ir is None and not isinstance(model, Model):  # (dumping the IR means running the passes)
-        data, key = _model_key(model, root, nthreads, cfg, profile)
+        data, key = _model_key(model, root, nthreads, cfg, profile, constants)
 
     def recompute() -> tuple[Model, Program, str]:
-        m, program, _, _ = lower_model(model, nthreads, check_ir)
+        m, program, _, _ = lower_model(model, nthreads, check_ir, constants=constants)
         return m, program, emit_c(program, profile=profile, units=MAX_UNITS)
 
     base_dir = os.path.dirname(os.path.abspath(model)) if isinstance(model, (str, os.PathLike)) else None
@@ -332,7 +340,7 @@ def compile(model, *, threads: int | None = None, cache_dir: str | os.PathLike |
         data = load_model(data, base_dir=base_dir)  # the protobuf (or its bytes) is let go here
         externals = data.data_files  # (read through the confined resolver: the model cache records them)
     load_s = time.perf_counter() - t1
-    m, program, nthreads, timings = lower_model(data, nthreads, check_ir, dump_ir)
+    m, program, nthreads, timings = lower_model(data, nthreads, check_ir, dump_ir, constants)
     del data
     source = emit_c(program, profile=profile, units=MAX_UNITS)
     ins, outs = io_infos(m, program)
@@ -366,7 +374,8 @@ def compile(model, *, threads: int | None = None, cache_dir: str | os.PathLike |
                          recompute if key is not None else None)
 
 
-def _model_key(model, root: Path, threads: int, cfg: CompilerConfig, profile: bool) -> tuple[object, str | None]:
+def _model_key(model, root: Path, threads: int, cfg: CompilerConfig, profile: bool,
+               constants: Mapping[str, object] | None = None) -> tuple[object, str | None]:
     """(What to load on a miss, the model-cache key), the key None when the model cannot be keyed (an
     unreadable file: the frontend reports it; no C compiler: the compile reports it). A protobuf
     message is serialized once, for the key and the frontend."""
@@ -383,6 +392,8 @@ def _model_key(model, root: Path, threads: int, cfg: CompilerConfig, profile: bo
             return model, None
         options = {"threads": threads, "cc": cfg.cc, "cc_version": compiler_version(cfg.cc),
                    "flags": list(cfg.flags), "sanitize": list(cfg.sanitize), "thread_flags": list(thread_flags(cfg.cc)), "profile": bool(profile)}
+        if constants:
+            options["constants"] = {k: np.asarray(v).tolist() for k, v in sorted(constants.items())}
     except (OSError, CompileError):
         return data, None
     return data, model_cache.model_key(digest, options)

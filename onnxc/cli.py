@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from onnxc.ir import Dim, InputError, OnnxcError, UnsupportedOpError
+from onnxc.ir import Dim, InputError, ModelError, OnnxcError, UnsupportedOpError
 
 
 class UsageError(OnnxcError):
@@ -122,7 +122,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     given = _parse_pairs(args.input, "--input")
     dims = {k: _int(v, f"--dim {k}") for k, v in _parse_pairs(args.dim, "--dim").items()}
     arrays = {name: load_array(path) for name, path in given.items()}
-    model = onnxc.compile(args.model, threads=args.threads)
+    model = onnxc.compile(args.model, threads=args.threads, constants=_consts(args))
     names = [i.name for i in model.inputs]
     unknown = sorted(set(given) - set(names))
     if unknown:
@@ -238,6 +238,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     from onnxc.codegen.emit import emit_c
     from onnxc.codegen.lower import lower
     from onnxc.frontend import load_model
+    from onnxc.passes.bind_constants import bind_constants
     from onnxc.passes.pipeline import optimize, steps
     from onnxc.support import check_supported
 
@@ -246,12 +247,17 @@ def cmd_info(args: argparse.Namespace) -> int:
         raise UsageError(f"--dump-after {args.dump_after!r}: not a pipeline step; the steps are "
                          f"{', '.join(dict.fromkeys(step_names))} (or 'all')")
     m = load_model(args.model)
+    consts = _consts(args)
+    if consts:
+        bind_constants(m, consts)
     opsets = ", ".join(f"{d or 'ai.onnx'} {v}" for d, v in sorted(m.opset_imports.items()))
     print(f"model {args.model}: IR version {m.ir_version}, opsets {opsets}"
           + (f", producer {m.producer_name} {m.producer_version}".rstrip() if m.producer_name else ""))
     print("inputs:")
     for v in m.graph.inputs:
         print(f"  {v.name}: {_type(v)}")
+    for name, a in m.bound.items():
+        print(f"  {name}: bound to {a.tolist()} ({a.dtype}; folded into the model, not an input)")
     print(f"nodes: {sum(1 for _ in m.graph.walk())}, initializers: {len(m.graph.initializers)}, "
           f"functions: {len(m.functions)}")
     try:
@@ -356,10 +362,28 @@ def cmd_build(args: argparse.Namespace) -> int:
 
     out = args.output or args.emit_c
     d = onnxc.build(args.model, out, name=args.name, embed_weights=args.weights == "embed", target=args.target,
-                    threads=args.threads, emit_only=args.emit_c is not None)
+                    threads=args.threads, emit_only=args.emit_c is not None, constants=_consts(args))
     what = "sources (run make there)" if args.emit_c else "library"
     print(f"onnxc: wrote the {what} to {d}")
     return 0
+
+
+def _consts(args: argparse.Namespace) -> dict:
+    """The --const NAME=VALUE pairs (passes/bind_constants.py)."""
+    from onnxc.passes.bind_constants import parse_const
+
+    out = {}
+    for text in getattr(args, "const", None) or ():
+        try:
+            name, value = parse_const(text)
+        except ModelError as e:
+            raise UsageError(str(e)) from None
+        out[name] = value
+    return out
+
+
+CONST_HELP = ("bind input NAME to a fixed VALUE (a number, or comma-separated numbers), folded into the "
+              "compiled model, which no longer takes it; repeatable")
 
 
 # -------------------------------------------------------------------------------------------- main
@@ -385,6 +409,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
     r.add_argument("--threads", type=int, default=None, help="threads of the compiled model")
     r.add_argument("--output-dir", "-o", metavar="DIR", help="save each output as DIR/<name>.npy")
+    r.add_argument("--const", "-c", action="append", metavar="NAME=VALUE", help=CONST_HELP)
     r.set_defaults(func=cmd_run)
 
     i = sub.add_parser("info", parents=[common], help="inputs, outputs, the IR after passes, C and memory plan",
@@ -395,6 +420,7 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--dump-after", metavar="STEP", help="also print the IR after pipeline step STEP (or 'all')")
     i.add_argument("--emit-c", metavar="FILE", help="write the generated C source to FILE")
     i.add_argument("--threads", type=int, default=None, help="thread count the code is generated for")
+    i.add_argument("--const", "-c", action="append", metavar="NAME=VALUE", help=CONST_HELP)
     i.set_defaults(func=cmd_info)
 
     b = sub.add_parser("build", parents=[common], help="compile a model into a standalone library + C API",
@@ -411,6 +437,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--target", default="native",
                    help="ISA: native (default), portable, x86-64-v2, x86-64-v3, x86-64-v4, aarch64")
     b.add_argument("--threads", type=int, default=None, help="default thread count of the library")
+    b.add_argument("--const", "-c", action="append", metavar="NAME=VALUE", help=CONST_HELP)
     b.set_defaults(func=cmd_build)
 
     o = sub.add_parser("ops", parents=[common], help="operators onnxc supports, from its registries")
