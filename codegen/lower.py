@@ -40,6 +40,7 @@ from onnxc.ir import (
     Value,
 )
 from onnxc.ir.dims import free_symbols, sym, to_c
+from onnxc.ir.mapped import release
 
 from . import concat_inplace, weight_budget
 from .contracts import Placer, check_c
@@ -239,6 +240,7 @@ class _Lowerer:
         while self.blob:
             off, raw = self.blob.pop()
             buf[off:off + raw.size] = raw
+            release(raw)  # a weight mapped from the model's file: its pages are in the blob now
         return memoryview(buf)
 
     def dim_c(self, d: Dim) -> str:

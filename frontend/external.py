@@ -16,10 +16,16 @@ a path the resolver refused. Refused, with a ModelError naming the tensor:
 - ``offset``/``length`` entries that are not integers, negative, or past the end of the file, and a
   byte count other than the tensor's (checked from the file's size, before anything is read: a
   two-element tensor cannot make onnxc read a terabyte file).
+
+Tensors of MAP_MIN_BYTES or more are not read but mapped: the bytes are a read-only view of the file
+mapped once per file, so a model with gigabytes of weights is not held in memory twice while it is
+compiled (the lowering copies each weight once into the weights blob, then lets go of its pages:
+ir/mapped.py). Smaller tensors are read, so the common model holds no mapping of its files.
 """
 
 from __future__ import annotations
 
+import mmap
 import os
 import stat
 from pathlib import PurePosixPath, PureWindowsPath
@@ -28,6 +34,7 @@ from typing import Any
 from onnxc.ir import ModelError
 
 EXTERNAL = 1  # TensorProto.DataLocation.EXTERNAL
+MAP_MIN_BYTES = 1 << 20  # external tensors from this size are mapped, not read (see the top)
 _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
@@ -43,6 +50,7 @@ class DataDir:
     def __init__(self, base_dir: str | os.PathLike[str] | None):
         self.dir = None if base_dir is None else os.fspath(base_dir)
         self.files: set[str] = set()
+        self.maps: dict[str, mmap.mmap] = {}  # real path -> its read-only mapping (large tensors)
 
     @staticmethod
     def of(base_dir: DataDir | str | os.PathLike[str] | None) -> DataDir:
@@ -86,9 +94,10 @@ class DataDir:
             raise ModelError(f"{what}: external data location {location!r} resolves to {path!r}, "
                              f"outside the model's directory {base!r}")
 
-    def read(self, t: Any, what: str, need: int | None = None) -> bytes:
+    def read(self, t: Any, what: str, need: int | None = None) -> bytes | memoryview:
         """The bytes of TensorProto ``t`` from its external file; ``need``: the byte count its dims and
-        type take (None: unknown), checked before reading."""
+        type take (None: unknown), checked before reading. From MAP_MIN_BYTES on, a read-only view of the
+        file's mapping (see the top)."""
         info = external_info(t)
         location = info.get("location", "")
         if not location:
@@ -108,6 +117,10 @@ class DataDir:
             self._check_opened(fd, path, location, what)
             size = st.st_size
             n = _span(what, location, size, offset, length, need)
+            if n >= MAP_MIN_BYTES:
+                data = self._mapped(fd, path)[offset:offset + n]
+                self.files.add(path)
+                return data
             with os.fdopen(fd, "rb") as f:
                 fd = -1
                 f.seek(offset)
@@ -125,6 +138,12 @@ class DataDir:
                              f"expected {n}")
         self.files.add(path)
         return data
+
+    def _mapped(self, fd: int, path: str) -> memoryview:
+        m = self.maps.get(path)
+        if m is None:
+            m = self.maps[path] = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+        return memoryview(m)
 
     def _check_opened(self, fd: int, path: str, location: str, what: str) -> None:
         try:

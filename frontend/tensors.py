@@ -55,7 +55,8 @@ def tensor_to_array(t: Any, base_dir: DataDir | str | None = None, what: str | N
     if t.data_location == EXTERNAL:
         if dtype == DType.STRING:
             raise ModelError(f"{what}: string tensors cannot use external data")
-        flat = _from_raw(read_external(t, base_dir, what, raw_bytes(dtype, dims)), dtype, n, what)
+        raw = read_external(t, base_dir, what, raw_bytes(dtype, dims))
+        flat = _from_raw(raw, dtype, n, what, copy=not isinstance(raw, memoryview))
     elif t.HasField("raw_data"):
         if dtype == DType.STRING:
             raise ModelError(f"{what}: string tensors cannot use raw_data")
@@ -84,7 +85,9 @@ def _dims(dims: Any, dtype: DType, what: str) -> tuple[int, ...]:
     return dims
 
 
-def _from_raw(raw: bytes, dtype: DType, n: int, what: str) -> np.ndarray:
+def _from_raw(raw: bytes | memoryview, dtype: DType, n: int, what: str, copy: bool = True) -> np.ndarray:
+    """The elements of ``raw``; ``copy=False``: a read-only view when the stored type is the in-memory one
+    (mapped external data, frontend/external.py)."""
     if dtype in _PACKED:
         per = _PACKED[dtype]
         need = -(-n // per)
@@ -95,7 +98,7 @@ def _from_raw(raw: bytes, dtype: DType, n: int, what: str) -> np.ndarray:
     arr = np.frombuffer(raw, wire)
     if dtype == DType.BOOL:
         return arr != 0
-    return arr.astype(dtype.np)
+    return arr.astype(dtype.np, copy=copy)
 
 
 def _from_fields(t: Any, dtype: DType, n: int, what: str) -> np.ndarray:

@@ -3,7 +3,9 @@
 ``onnxc.build(model, "out/")`` compiles the model into ``out/lib<name>.so`` with a C API header,
 weights (embedded or a checked sidecar file), an example program, a README, the sources with a
 Makefile/CMakeLists.txt, and ``onnxc.json`` (the manifest). ``emit_only=True`` stops after writing
-the sources (``onnxc build --emit-c``), e.g. to cross-compile with another toolchain.
+the sources (``onnxc build --emit-c``), e.g. to cross-compile with another toolchain. Weights beyond
+EMBED_MAX_BYTES always go to the sidecar file: the linker's default code model cannot address a
+read-only section of several gigabytes.
 ``onnxc.load("out/")`` reads the manifest and opens the library: the same ``CompiledModel`` API as
 ``onnxc.compile``, and no C compiler is involved.
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -28,6 +31,8 @@ from onnxc.codegen.native import NativeModel
 from onnxc.ir import ModelError
 
 from .api import CompiledModel, _info, compiler_config, lower_model, native_types
+
+EMBED_MAX_BYTES = 1 << 30  # larger weights are written beside the library (see the top)
 
 
 def build(model, out_dir: str | os.PathLike, *, name: str | None = None, embed_weights: bool = True,
@@ -45,6 +50,10 @@ def build(model, out_dir: str | os.PathLike, *, name: str | None = None, embed_w
     out = Path(out_dir)
     name = check_name(name or _default_name(model))
     m, program, nthreads, _ = lower_model(model, threads, constants=constants)
+    if embed_weights and len(program.weights) > EMBED_MAX_BYTES:
+        warnings.warn(f"onnxc build: {len(program.weights) / 2**30:.1f} GiB of weights are written to {name}.weights "
+                      f"beside the library, not embedded (above {EMBED_MAX_BYTES >> 30} GiB)", stacklevel=2)
+        embed_weights = False
     in_types = [v.type for v in m.graph.inputs]
     out_types = [v.type for v in m.graph.outputs]
     write_sources(program, in_types, out_types, out, name, embed=embed_weights, target=target, threads=nthreads)

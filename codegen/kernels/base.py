@@ -49,6 +49,7 @@ import numpy as np
 
 from onnxc.ir import Dim, DType, Node, TensorType, Value, innermost, to_c
 from onnxc.ir.dims import Expr, evaluate, is_static
+from onnxc.ir.mapped import release
 
 from .typesets import type_name, type_names
 
@@ -154,6 +155,7 @@ class KernelCtx:
         if op is None or op.const is None:
             raise ValueError(f"input {i} of {self.node.describe()} is not a constant")
         self.repacked[i] = data
+        release(op.const)  # read once to pack it: a weight mapped from the model's file lets go of its pages
 
 
 def element_type(t: object) -> DType | None:
