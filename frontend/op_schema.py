@@ -14,7 +14,7 @@ schema of its opset version before it becomes IR, like onnxruntime does when it 
 
 Attributes the schema does not declare are left alone (onnxc's own, or from newer specs), except
 graphs (a body no kernel runs, whose outer-scope captures would still count as reads); so are ops of
-other domains, except the onnxruntime contrib ops onnxc implements (CONTRIB, written from
+other domains, except the onnxruntime contrib ops onnxc implements (contrib_schema.py, written from
 onnxruntime's ContribOperators.md). The table (op_schema_table.py) is generated from the pinned
 ``onnx`` package, which onnxc does not need at run time: ``python -m onnxc.frontend.gen_op_schema``
 rewrites it, and a test checks it matches the installed ``onnx``.
@@ -26,13 +26,9 @@ import reprlib
 
 from onnxc.ir import Attr, ModelError
 
+from .contrib_schema import CONTRIB
 from .op_schema_table import SCHEMAS
 
-CONTRIB = {
-    ("com.microsoft", "Tokenizer"): ({"mark": "INT", "mincharnum": "INT", "pad_value": "STRING",
-                                      "separators": "STRINGS", "tokenexp": "STRING"},
-                                     ((1, ("X",), ("mark", "mincharnum", "pad_value")),)),
-}
 _WIDEN = {("FLOAT", "INT"): float, ("FLOATS", "INTS"): lambda v: [float(x) for x in v]}
 _short = reprlib.Repr()
 _short.maxlist = _short.maxstring = 24

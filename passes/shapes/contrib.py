@@ -1,5 +1,6 @@
-"""Shape rules of onnxruntime's contrib ops (domain ``com.microsoft``) that onnxc implements:
-Tokenizer, which scikit-learn text pipelines exported by skl2onnx use.
+"""Shape rules of onnxruntime's contrib ops (domain ``com.microsoft``) that onnxc implements with
+kernels of their own: Tokenizer, which scikit-learn text pipelines exported by skl2onnx use, and
+Inverse.
 
 Tokenizer (opset 1) splits each string of X ([C] or [N, C]) into tokens, Y is [C, D] / [N, C, D]:
 D, the most tokens of any string (+2 with ``mark``, for the start and end marks 0x02 and 0x03), is
@@ -7,6 +8,10 @@ known only from the data, so it is a run-time dim its kernel's shape function co
 onnxruntime, D is 0 when no string has a token (even with ``mark``), and an empty input keeps its
 rank: [0] -> [0], [N, 0] or [0, C] -> [N, 0] (decided here when the zero is static; a symbolic dim
 that is 0 at run time gives the rank-plus-one shape with D = 0, the same zero elements).
+
+Inverse (opset 1): X [..., n, n] (float32, float64 or float16, as onnxruntime's CPU kernel) gives Y of
+X's type and shape, the inverse of each matrix. The last two dims must be equal: a static mismatch
+is an error here, symbolic ones are checked by the run function.
 """
 
 from __future__ import annotations
@@ -15,11 +20,12 @@ from dataclasses import dataclass
 
 from onnxc.ir import DType, Node, TensorType
 
-from .common import fail, runtime_dim, shape_of, tensor_type
+from .common import fail, require_equal, runtime_dim, shape_of, tensor_type
 from .registry import shape_rule
 
 MS = "com.microsoft"
 START, END = "\x02", "\x03"  # the marks around each string's tokens
+INVERSE_TYPES = (DType.FLOAT, DType.DOUBLE, DType.FLOAT16)
 
 
 @dataclass(frozen=True)
@@ -81,3 +87,16 @@ def _tokenizer(node: Node) -> list:
     if 0 in shape:  # static zeros: onnxruntime's empty output
         return [TensorType(DType.STRING, (0,) if len(shape) == 1 else (shape[0], 0))]
     return [TensorType(DType.STRING, (*shape, runtime_dim(node, 0, len(shape))))]
+
+
+@shape_rule("Inverse", domain=MS)
+def _inverse(node: Node) -> list:
+    t = tensor_type(node, 0)
+    if t.dtype not in INVERSE_TYPES:
+        raise fail(node, f"X must be a float32, float64 or float16 tensor, got {t.dtype.short}")
+    shape = shape_of(node, 0)
+    if len(shape) < 2:
+        raise fail(node, f"X must have shape [..., n, n] (rank >= 2), got {list(shape)}")
+    require_equal(node, [(shape[-2], f"axis {len(shape) - 2}"), (shape[-1], f"axis {len(shape) - 1}")],
+                  rule="square matrices")
+    return [TensorType(t.dtype, shape)]

@@ -36,7 +36,7 @@ def test_versions_are_resolved() -> None:
 def test_unknown_ops_attributes_and_domains_are_left_alone() -> None:
     attrs = {"mine": Attr("mine", "FLOATS", [1.5])}
     assert check_node("Conv", "", 17, ["x", "w"], attrs, "n") == attrs
-    assert check_node("FusedConv", "com.microsoft", 1, [], attrs, "n") == attrs
+    assert check_node("NoSuchContribOp", "com.microsoft", 1, [], attrs, "n") == attrs
     assert check_node("NoSuchOp", "", 17, [], attrs, "n") == attrs
 
 
