@@ -1,0 +1,119 @@
+"""Real-suite models saved after onnxruntime's optimizers, compiled by onnxc and compared with onnxruntime.
+
+    python -m benchmarks.optimized_exports [--models bert,gpt2] [--md FILE]
+
+Users often ship a model after ``onnxruntime.transformers.optimizer.optimize_model`` (as Hugging Face
+Optimum does) or after an onnxruntime session saved its graph at the extended level
+(``SessionOptions.optimized_model_filepath``): both write onnxruntime's contrib ops (com.microsoft). For
+each torch model of the real suite (benchmarks/real, built on first use; needs the bench extra), this
+makes those files, lists the contrib ops in them, compiles them with onnxc and compares the outputs with
+onnxruntime running the same file, at two input sizes (two sequence lengths for token models, two batch
+sizes for images). Needs ``sympy`` (the transformer optimizer's shape inference).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+# architecture -> the transformer optimizer's (model_type, num_heads, hidden_size) (benchmarks/real's
+# configurations; 0: the optimizer finds them); the others get the session's extended level only
+TRANSFORMER_TYPES = {"bert": ("bert", 0, 0), "gpt2": ("gpt2", 4, 256), "vit_tiny": ("vit", 3, 192),
+                     "llama": ("bert", 8, 256), "conformer": ("bert", 0, 0)}
+FAMILIES = ("CNN", "mobile CNN", "detector", "transformer encoder", "decoder")
+
+
+def optimized(path: Path, arch: str, out: Path) -> dict[str, Path]:
+    """The optimized files of ``path``: "extended" (session) and, for transformers, "transformers"."""
+    import onnxruntime as ort
+
+    made = {}
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+    so.optimized_model_filepath = str(out / f"{path.stem}-extended.onnx")
+    ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+    made["session, extended level"] = Path(so.optimized_model_filepath)
+    if arch in TRANSFORMER_TYPES:
+        from onnxruntime.transformers.optimizer import optimize_model
+
+        kind, heads, hidden = TRANSFORMER_TYPES[arch]
+        m = optimize_model(str(path), model_type=kind, num_heads=heads, hidden_size=hidden, opt_level=0)
+        p = out / f"{path.stem}-transformers.onnx"
+        m.save_model_to_file(str(p))
+        made["transformers optimizer"] = p
+    return made
+
+
+def contrib_ops(path: Path) -> str:
+    import onnx
+
+    m = onnx.load(str(path), load_external_data=False)
+    c = collections.Counter(n.op_type for n in m.graph.node if n.domain == "com.microsoft")
+    return ", ".join(f"{op} x{k}" for op, k in sorted(c.items())) or "(none)"
+
+
+def sizes(feeds: dict[str, np.ndarray]) -> list[dict[str, np.ndarray]]:
+    """The feeds, and a second set: token inputs cut to half their length, images doubled in batch."""
+    second = {}
+    for k, v in feeds.items():
+        second[k] = v[:, : max(1, v.shape[1] // 2)] if v.dtype.kind in "iu" and v.ndim == 2 else np.concatenate([v, v])
+    return [feeds, second]
+
+
+def check(path: Path, feed_sets: list[dict[str, np.ndarray]]) -> tuple[str, list[float]]:
+    """("ok" or the failure, the max relative error per feed set) of onnxc against onnxruntime."""
+    import onnxruntime as ort
+
+    import onnxc
+
+    try:
+        cm = onnxc.compile(str(path))
+    except Exception as e:  # noqa: BLE001 (reported in the table)
+        return f"{type(e).__name__}: {str(e).splitlines()[0][:120]}", []
+    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    errs = []
+    for feeds in feed_sets:
+        want = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feeds)))
+        got = cm.run(feeds)
+        errs.append(max(float(np.max(np.abs(got[k] - w)) / (np.max(np.abs(w)) + 1e-12)) for k, w in want.items()))
+    return ("ok" if max(errs) <= 1e-3 else "mismatch"), errs
+
+
+def main(argv: list[str] | None = None) -> int:
+    from benchmarks.real import MODELS, model_path
+
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.optimized_exports", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--models", help="comma-separated parts of real-suite names (default: every torch model of "
+                                     f"the families {', '.join(FAMILIES)})")
+    ap.add_argument("--md", metavar="FILE", help="also write the table as markdown")
+    args = ap.parse_args(argv)
+    names = [n for n, m in MODELS.items() if m.family in FAMILIES and m.source.startswith("torch")]
+    if args.models:
+        names = [n for n in names if any(p in n for p in args.models.split(","))]
+    lines = ["| model | optimized by | contrib ops in the file | onnxc | max rel. error (two sizes) |",
+             "|---|---|---|---|---|"]
+    bad = 0
+    with tempfile.TemporaryDirectory(prefix="onnxc-optimized-") as tmp:
+        for name in names:
+            path = model_path(name)
+            feed_sets = sizes(MODELS[name].feeds(np.random.default_rng(0), 2))
+            for how, p in optimized(path, name.split("/")[0], Path(tmp)).items():
+                status, errs = check(p, feed_sets)
+                bad += status != "ok"
+                lines.append(f"| {name} | {how} | {contrib_ops(p)} | {status} | "
+                             f"{' / '.join(f'{e:.1e}' for e in errs) or '-'} |")
+                print(lines[-1], flush=True)
+    table = "\n".join(lines)
+    if args.md:
+        Path(args.md).write_text(f"Generated by `python -m benchmarks.optimized_exports --md {args.md}`.\n\n{table}\n")
+    print(f"{len(lines) - 2} optimized files, {bad} not ok")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
