@@ -16,6 +16,8 @@ take the taps one by one.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from onnxc.ir import DType, Node
@@ -30,6 +32,7 @@ from .nncommon import use_gemm
 from .parcall import SLOTS, par_call
 
 BAND_BYTES = 1 << 18  # the per-thread depthwise band: 256 KiB, with the GEMM's packed panels inside the L2 (1 MiB)
+BAND_COST = 0.5  # a band's fixed cost (its GEMM call, the epilogue set-up), in rows, for band_rows
 BAND_GRAIN = 1 << 16  # multiply-adds per band below which bands run on the calling thread
 PREFETCH_CHANNELS = 2  # a channel's band rows are prefetched this many channels ahead (56x56, 144 -> 24: 0.86 -> 0.7x)
 
@@ -38,6 +41,20 @@ def _accepts(node: Node) -> str | None:
     if any(v is not None and v.dtype != DType.FLOAT for v in node.inputs) or node.outputs[0].dtype != DType.FLOAT:
         return "only float32 depthwise-pointwise pairs are fused"
     return None
+
+
+def band_rows(oh: int, fit: int, threads: int) -> int:
+    """Rows per band: at most ``fit`` (the band's buffer fits BAND_BYTES), as few bands as that allows, but
+    with threads the count whose bands share out most evenly over them for one image: the busiest thread's
+    rows plus BAND_COST rows per band it runs (14 rows in bands of 8 leave one thread 8 rows, the other 6;
+    bands of 7 give each 7)."""
+    if threads <= 1:
+        return fit
+
+    def cost(t: int) -> float:
+        return math.ceil(math.ceil(oh / t) / threads) * (t + BAND_COST)  # the busiest thread's bands
+
+    return min(range(fit, 0, -1), key=cost)
 
 
 @kernel(OP, domain=DOMAIN, types={DType.FLOAT}, accepts=_accepts)
@@ -59,7 +76,7 @@ def depthwise_pointwise(ctx: KernelCtx) -> str:
     if implicit:
         ctx.helper("onnxc_conv_implicit", '#include "onnxc_conv_implicit.h"')
     ctx.repack_const(3, pack_a(np.asarray(wpw.const, dtype=np.float32).reshape(m, c)))
-    tr = max(1, min(oh, BAND_BYTES // (4 * c * ow)))
+    tr = band_rows(oh, max(1, min(oh, BAND_BYTES // (4 * c * ow))), ctx.threads)
     res = "NULL" if ep.residual is None else f"in{ep.residual} + n * M * OP + oh0 * OW"
     epi = sg_epi(ep, bias="in4" if len(ctx.ins) > 4 and ctx.ins[4] is not None else "NULL", res=res, ldr="OP")
     act = f"{dw_act[0]}, {float(dw_act[1])!r}f, {float(dw_act[2])!r}f" if dw_act[0] else ""

@@ -89,14 +89,14 @@ def test_encoder_compiles_once_and_runs_at_every_shape(encoder, monkeypatch):
 
 @pytest.mark.parametrize("dims", [("p2o.DynamicDimension.0", "unk__3", "?"), (None, None, None)])
 def test_cnn_with_other_exporters_dim_names_and_unnamed_dims(dims):
-    """Names that are not C identifiers, and dims with neither a name nor a value (fresh variables)."""
+    """Names that are not C identifiers and dims with neither a name nor a value: each an unknown dim of its own,
+    a fresh variable named after the input and axis (frontend/types.py)."""
     model = builders.cnn(dims=dims)
     compiled = onnxc.compile(model)
     (shape,) = [i.shape for i in compiled.inputs]
     assert shape[1] == 3 and all(isinstance(d, str) for d in (shape[0], shape[2], shape[3]))
     assert len(set(shape)) == 4 and compiled.outputs[0].shape == (shape[0], 10)
-    if dims[0] is not None:
-        assert shape == (dims[0], 3, dims[1], dims[2])
+    assert shape == ("input:0", 3, "input:2", "input:3")
     for s in CNN_SHAPES[:2]:
         _compare(model, compiled, _image(s))
 
