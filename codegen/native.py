@@ -273,6 +273,9 @@ def _dense_maps(p, ffi: cffi.FFI, maps_dense) -> list | None:
     m0 = p.items[0] if p.n > 0 else None
     if m0 is None or m0.kind != 3 or m0.n != 2 or m0.items[1].kind != 1:
         return None
+    if p.n == 1 and m0.items[0].kind == 1 and m0.items[0].t.rank == 1 and m0.items[1].t.rank == 1:
+        # one row (batch 1): its two lists straight from the library, no array in between
+        return [dict(zip(_scalars(m0.items[0].t, ffi), _scalars(m0.items[1].t, ffi), strict=True))]
     vt = m0.items[1].t
     npdt = _NP_OF.get(vt.dtype)
     if npdt is None or vt.rank != 1:
