@@ -135,7 +135,7 @@ class CompiledModel:
                 arrays.append(a)
                 continue
             if not isinstance(a, np.ndarray):
-                a = np.asarray(a)
+                a = _from_python(a, info)
             if info.elem_type == DType.STRING:  # str, bytes or object arrays; encoded natively
                 if a.dtype.kind not in "OUS":
                     raise InputError(f"input {info.name!r}: expected strings, got {a.dtype}")
@@ -186,6 +186,9 @@ class CompiledModel:
             outs = self._finish(outs)
         res = dict(zip(self._out_names, outs))
         if output_names is not None:
+            unknown = [n for n in output_names if n not in res]
+            if unknown:
+                raise InputError(f"unknown output(s) {unknown}; the model's outputs are {self._out_names}")
             return {n: res[n] for n in output_names}
         return res
 
@@ -236,6 +239,23 @@ class CompiledModel:
             self._ir, self._program, self._recompute = ir, program, None
             if self._source is None:
                 self._source = source
+
+
+def _from_python(a, info: TensorInfo) -> np.ndarray:
+    """A feed given as a Python list, tuple or scalar, as an array of the input's element type: numbers
+    convert (to an integer or bool input only when it holds them exactly); anything else is left to the
+    type check, which names what it got."""
+    raw = np.asarray(a)
+    want = info.dtype
+    if raw.dtype.kind not in "biuf" or want is None or want.kind not in "biuf" or raw.dtype == want:
+        return raw
+    with np.errstate(invalid="ignore", over="ignore"):
+        conv = raw.astype(want)
+    if want.kind in "iub" and not np.array_equal(conv, raw):
+        shown = f" {a!r}" if raw.size <= 8 else ""
+        raise InputError(f"input {info.name!r}: expected {info.elem_type.name.lower()} values, got numbers it "
+                         f"cannot hold exactly{shown}")
+    return conv
 
 
 def output_plan(program: Program) -> list[bool]:

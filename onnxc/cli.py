@@ -127,6 +127,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     unknown = sorted(set(given) - set(names))
     if unknown:
         raise UsageError(f"unknown input(s) {unknown}; the model's inputs are {names}")
+    known = {str(d) for i in model.inputs if i.name not in given for d in (i.shape or ()) if isinstance(d, str)}
+    stray = sorted(set(dims) - known)
+    if stray:
+        raise UsageError(f"--dim {', '.join(stray)}: no such symbolic dim among the random inputs' "
+                         f"({', '.join(sorted(known)) or 'they have none'})")
     rng = np.random.default_rng(args.seed)
     feeds = {}
     for info in model.inputs:
@@ -339,7 +344,7 @@ def supported_ops() -> list[dict]:
 
 
 def cmd_ops(args: argparse.Namespace) -> int:
-    rows = supported_ops()
+    rows = [r for r in supported_ops() if args.internal or r["domain"] != INTERNAL_DOMAIN]
     if args.json:
         print(json.dumps(rows, indent=1))
         return 0
@@ -381,6 +386,8 @@ def _consts(args: argparse.Namespace) -> dict:
         out[name] = value
     return out
 
+
+INTERNAL_DOMAIN = "onnxc"  # the ops onnxc's passes write (fused forms), hidden by `onnxc ops` unless --internal
 
 CONST_HELP = ("bind input NAME to a fixed VALUE (a number, or comma-separated numbers), folded into the "
               "compiled model, which no longer takes it; repeatable")
@@ -440,8 +447,13 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--const", "-c", action="append", metavar="NAME=VALUE", help=CONST_HELP)
     b.set_defaults(func=cmd_build)
 
-    o = sub.add_parser("ops", parents=[common], help="operators onnxc supports, from its registries")
+    o = sub.add_parser("ops", parents=[common], help="operators onnxc supports, from its registries",
+                       description="List the operators onnxc compiles (ONNX, ai.onnx.ml, onnxruntime's com.microsoft "
+                       "contrib ops...) with the opset versions, how each is implemented (kernel, view, "
+                       "expansion into other ops, fold-only) and the element types its kernel computes.")
     o.add_argument("--json", action="store_true", help="machine-readable output")
+    o.add_argument("--internal", action="store_true",
+                   help="also list onnxc's own ops (domain 'onnxc'), which only its passes write")
     o.set_defaults(func=cmd_ops)
 
     from onnxc.bench import add_bench_parser  # onnxc bench: the subparser and cmd_bench live in bench.py

@@ -125,6 +125,7 @@ def test_run_symbolic_dims_need_dim_or_input(tmp_path, capsys) -> None:
     (["--input", "q=X"], ["unknown input(s) ['q']", "['x']"]),
     (["--dim", "N=many"], ["--dim N", "integer"]),
     (["--input", "x=INT64"], ["input 'x'", "int64"]),
+    (["--dim", "N=2", "--dim", "FOO=3"], ["--dim FOO", "no such symbolic dim", "(N)"]),
 ])
 def test_run_errors(tmp_path, capsys, args, fragments) -> None:
     model = save_model(tmp_path / "m.onnx")
@@ -205,7 +206,10 @@ def test_ops_are_generated_from_the_registries(capsys) -> None:
     assert lines[0].split() == ["domain", "op", "opsets", "implementation", "element", "types"]
     listed = {(ln.split()[0], ln.split()[1]) for ln in lines[1:] if ln.strip() and not ln[0].isdigit()}
     for dom, op in set(SHAPE_RULES) | set(KERNELS):
-        assert (dom or "ai.onnx", op) in listed
+        assert (dom or "ai.onnx", op) in listed or dom == "onnxc"
+    assert not [dom for dom, _ in listed if dom == "onnxc"]  # onnxc's own fused ops: only with --internal
+    rc, out, _ = run_cli(capsys, "ops", "--internal")
+    assert any(ln.split()[:2] == ["onnxc", "ElementwiseChain"] for ln in out.splitlines())
     add = next(ln for ln in lines if ln.split()[:2] == ["ai.onnx", "Add"])
     assert add.split()[2:4] == ["1+", "kernel"] and "i8..i64" in add and "bool" not in add
     assert next(ln for ln in lines if ln.split()[:2] == ["ai.onnx", "Reshape"]).split()[3:] == ["view", "any"]
@@ -213,7 +217,7 @@ def test_ops_are_generated_from_the_registries(capsys) -> None:
     assert next(ln for ln in lines if ln.split()[:2] == ["ai.onnx", "Constant"]).split()[3] == "fold-only"
     rc, out, _ = run_cli(capsys, "ops", "--json")
     rows = json.loads(out)
-    assert rows == supported_ops()
+    assert rows == [r for r in supported_ops() if r["domain"] != "onnxc"]
     add = next(r for r in rows if r["op"] == "Add")
     assert add["compiles"] and add["shape_rule"] and add["implementation"] == "kernel"
 

@@ -98,6 +98,24 @@ def test_input_errors_name_the_problem(add_relu):
         add_relu.run({"x": x, "y": np.zeros((4, 3), np.float32)})
     with pytest.raises(onnxc.InputError, match="unknown input"):
         add_relu.run({"x": x, "y": x, "z": x})
+    with pytest.raises(onnxc.InputError, match=r"unknown output\(s\) \['nope'\]; the model's outputs are \['out'\]"):
+        add_relu.run({"x": x, "y": x}, ["nope"])
+
+
+def test_python_lists_take_the_input_type():
+    """Lists and scalars convert to the input's element type (not float64); an integer input takes only
+    numbers it holds exactly."""
+    g = helper.make_graph([helper.make_node("Add", ["x", "y"], ["s"]), helper.make_node("Cast", ["k"], ["kf"], to=1),
+                           helper.make_node("Add", ["s", "kf"], ["out"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2]),
+                           helper.make_tensor_value_info("y", TensorProto.FLOAT, [2]),
+                           helper.make_tensor_value_info("k", TensorProto.INT64, [2])],
+                          [helper.make_tensor_value_info("out", TensorProto.FLOAT, [2])])
+    m = onnxc.compile(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]))
+    out = m.run({"x": [0.5, 1.5], "y": (1, 2), "k": [3.0, 4]})["out"]
+    np.testing.assert_array_equal(out, np.array([4.5, 7.5], np.float32))
+    with pytest.raises(onnxc.InputError, match="input 'k': expected int64 values, got numbers it cannot hold exactly"):
+        m.run({"x": [0, 0], "y": [0, 0], "k": [1.5, 2]})
 
 
 @pytest.mark.hostile
