@@ -230,8 +230,9 @@ def _comment(text: str) -> str:
 
 
 def write_sources(p: Program, in_types: list, out_types: list, out_dir: Path, name: str, *, embed: bool = True,
-                  target: str = "native", threads: int = 1) -> dict:
-    """Write the artifact's sources into ``out_dir``; returns the manifest."""
+                  target: str = "native", threads: int = 1, about: dict | None = None) -> dict:
+    """Write the artifact's sources into ``out_dir``; returns the manifest (``about``: what the model says
+    of itself, metadata_props included, for onnxc.load)."""
     check_name(name)
     if target not in TARGETS:
         raise CompileError(f"unknown target {target!r}; choose one of {', '.join(TARGETS)}")
@@ -276,7 +277,8 @@ def write_sources(p: Program, in_types: list, out_types: list, out_dir: Path, na
                             "size": len(weights), "checksum": wsum},
                 "inputs": [{"name": n, "type": type_json(t)} for (n, _), t in zip(p.inputs, in_types)],
                 "outputs": [{"name": n, "type": type_json(t), "early": not p.is_dynamic(b)}
-                            for (n, b, _), t in zip(p.outputs, out_types)]}
+                            for (n, b, _), t in zip(p.outputs, out_types)],
+                "model": about or {}}
     (out_dir / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     return manifest
 

@@ -282,11 +282,12 @@ def discard(root: Path, key: str) -> None:
 
 
 def manifest(inputs: list[tuple[str, object]], outputs: list[tuple[str, object, bool]], weights,
-             threads: int) -> dict | None:
+             threads: int, about: dict | None = None) -> dict | None:
     """The artifact manifest of a JIT-compiled model (``codegen/artifact.py`` format, JIT library
     ``model.so`` with the ``onnxc_model`` prefix, weights in ``model.weights``; ``PendingEntry`` adds
     the weights' checksum and the ``jit`` section), or None when an input/output type would not come
-    back exactly from JSON (such models are not cached)."""
+    back exactly from JSON (such models are not cached). ``about``: what the model says of itself
+    (onnxc/api.py model_about: metadata_props, producer...), given back by CompiledModel.about on a hit."""
     types = [t for _, t in inputs] + [t for _, t, _ in outputs]
     try:
         if any(type_from_json(type_json(t)) != t for t in types):
@@ -297,4 +298,5 @@ def manifest(inputs: list[tuple[str, object]], outputs: list[tuple[str, object, 
             "threads": threads,
             "weights": {"mode": "file", "file": "model.weights", "size": memoryview(weights).nbytes},
             "inputs": [{"name": n, "type": type_json(t)} for n, t in inputs],
-            "outputs": [{"name": n, "type": type_json(t), "early": bool(e)} for n, t, e in outputs]}
+            "outputs": [{"name": n, "type": type_json(t), "early": bool(e)} for n, t, e in outputs],
+            "model": about or {}}

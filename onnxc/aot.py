@@ -30,7 +30,7 @@ from onnxc.codegen.artifact import (
 from onnxc.codegen.native import NativeModel
 from onnxc.ir import ModelError
 
-from .api import CompiledModel, _info, compiler_config, lower_model, native_types
+from .api import CompiledModel, _info, compiler_config, lower_model, model_about, native_types
 
 EMBED_MAX_BYTES = 1 << 30  # larger weights are written beside the library (see the top)
 
@@ -56,7 +56,8 @@ def build(model, out_dir: str | os.PathLike, *, name: str | None = None, embed_w
         embed_weights = False
     in_types = [v.type for v in m.graph.inputs]
     out_types = [v.type for v in m.graph.outputs]
-    write_sources(program, in_types, out_types, out, name, embed=embed_weights, target=target, threads=nthreads)
+    write_sources(program, in_types, out_types, out, name, embed=embed_weights, target=target, threads=nthreads,
+                  about=model_about(m))
     if not emit_only:
         build_library(out, name, compiler_config(cc, flags), target, embed_weights)
     return out
@@ -105,7 +106,8 @@ def open_artifact(d: Path, manifest: dict, threads: int | None = None) -> Compil
     out_types, in_types = native_types(ins, outs)
     nthreads = threads or manifest.get("threads") or os.cpu_count() or 1
     native = NativeModel(lib, weights, out_types, nthreads, in_types, prefix=prefix)
-    return CompiledModel(native, ins, outs, early=early if all(isinstance(x, bool) for x in early) else None)
+    return CompiledModel(native, ins, outs, early=early if all(isinstance(x, bool) for x in early) else None,
+                         about=manifest.get("model") if isinstance(manifest.get("model"), dict) else None)
 
 
 __all__ = ["build", "load"]

@@ -102,10 +102,12 @@ class CompiledModel:
     def __init__(self, native: NativeModel, inputs: list[TensorInfo], outputs: list[TensorInfo],
                  ir: Model | None = None, program: Program | None = None, source: str | Path | None = None,
                  timings: dict | None = None, early: list[bool] | None = None,
-                 recompute: Callable[[], tuple[Model, Program, str]] | None = None):
+                 recompute: Callable[[], tuple[Model, Program, str]] | None = None, about: dict | None = None):
         """``source``: the C source, or the file holding it (read on first use); ``recompute``: gives
-        (IR, Program, C source) again when ``ir``/``program`` are asked for and were not given."""
+        (IR, Program, C source) again when ``ir``/``program`` are asked for and were not given; ``about``:
+        what the model file says of itself (``model_about``)."""
         self._native = native
+        self._about = about
         self.inputs = inputs
         self.outputs = outputs
         self._ir = ir
@@ -208,6 +210,19 @@ class CompiledModel:
         return f"<onnxc.CompiledModel inputs={self.inputs} outputs={self.outputs}>"
 
     @property
+    def about(self) -> dict:
+        """What the model file says of itself: ``metadata`` (its metadata_props: class names, labels...),
+        ``producer``, ``model_version``, ``doc_string``, ``graph_name`` (model_about)."""
+        if self._about is None:
+            self._about = model_about(self.ir) if self.ir is not None else model_about(None)
+        return self._about
+
+    @property
+    def metadata(self) -> dict[str, str]:
+        """The model's metadata_props as a dict (a detector's class names, a classifier's labels...)."""
+        return dict(self.about.get("metadata", {}))
+
+    @property
     def ir(self) -> Model | None:
         """The IR after the passes (None for a loaded AOT artifact)."""
         if self._ir is None:
@@ -239,6 +254,15 @@ class CompiledModel:
             self._ir, self._program, self._recompute = ir, program, None
             if self._source is None:
                 self._source = source
+
+
+def model_about(m: Model | None) -> dict:
+    """What a model file says of itself, as stored in manifests (JSON): metadata_props, producer, model
+    version, doc string, graph name."""
+    if m is None:
+        return {"metadata": {}, "producer": "", "model_version": 0, "doc_string": "", "graph_name": ""}
+    return {"metadata": dict(m.metadata), "producer": f"{m.producer_name} {m.producer_version}".strip(),
+            "model_version": int(m.model_version), "doc_string": m.doc, "graph_name": m.graph.name}
 
 
 def _from_python(a, info: TensorInfo) -> np.ndarray:
@@ -366,10 +390,11 @@ def compile(model, *, threads: int | None = None, cache_dir: str | os.PathLike |
     ins, outs = io_infos(m, program)
     early = output_plan(program)
     weights = program.weights
+    about = model_about(m)
     pending = None
     if key is not None:
         manifest = model_cache.manifest([(i.name, i.type) for i in ins],
-                                        [(o.name, o.type, e) for o, e in zip(outs, early)], weights, nthreads)
+                                        [(o.name, o.type, e) for o, e in zip(outs, early)], weights, nthreads, about)
         if manifest is not None:  # written while the C compiler runs
             pending = model_cache.PendingEntry(root, key, manifest, source, weights, externals, base_dir)
         m, program = None, None  # recomputed when asked for: the weights stay in the native model only
@@ -391,7 +416,7 @@ def compile(model, *, threads: int | None = None, cache_dir: str | os.PathLike |
                "codegen": t3 - t1 - load_s - timings["load"] - timings["passes"], "build": t4 - t3,
                "total": time.perf_counter() - t0}
     return CompiledModel(native, ins, outs, m, program, source, timings, early,
-                         recompute if key is not None else None)
+                         recompute if key is not None else None, about)
 
 
 def _model_key(model, root: Path, threads: int, cfg: CompilerConfig, profile: bool,

@@ -263,6 +263,12 @@ def cmd_info(args: argparse.Namespace) -> int:
         print(f"  {v.name}: {_type(v)}")
     for name, a in m.bound.items():
         print(f"  {name}: bound to {a.tolist()} ({a.dtype}; folded into the model, not an input)")
+    if m.model_version or m.doc:
+        print(f"model version {m.model_version}" + (f", doc: {_short_text(m.doc)}" if m.doc else ""))
+    if m.metadata:
+        print("metadata:")
+        for k, v in m.metadata.items():
+            print(f"  {k}: {_short_text(v)}")
     print(f"nodes: {sum(1 for _ in m.graph.walk())}, initializers: {len(m.graph.initializers)}, "
           f"functions: {len(m.functions)}")
     try:
@@ -385,6 +391,12 @@ def _consts(args: argparse.Namespace) -> dict:
             raise UsageError(str(e)) from None
         out[name] = value
     return out
+
+
+def _short_text(v: str, limit: int = 200) -> str:
+    """One line of at most ``limit`` characters."""
+    v = " ".join(str(v).split())
+    return v if len(v) <= limit else v[:limit - 3] + "..."
 
 
 INTERNAL_DOMAIN = "onnxc"  # the ops onnxc's passes write (fused forms), hidden by `onnxc ops` unless --internal

@@ -135,3 +135,25 @@ def test_non_contiguous_and_readonly_inputs(add_relu):
     y = np.ones((3, 3), np.float32)
     y.setflags(write=False)
     assert np.array_equal(add_relu(x, y), np.maximum(x + 1, 0))
+
+
+def test_model_metadata_on_compile_cache_hit_and_artifact(tmp_path, capsys):
+    """metadata_props (a detector's class names...), producer, version and doc string come with the compiled
+    model, from a fresh compile, a model-cache hit and an AOT artifact; onnxc info shows them."""
+    m = add_relu_model()
+    m.producer_name, m.producer_version, m.model_version, m.doc_string = "exporter", "2.1", 7, "adds then clips"
+    helper.set_model_props(m, {"names": "{0: 'person', 1: 'bicycle'}", "stride": "32"})
+    path = tmp_path / "m.onnx"
+    onnx.save(m, path)
+    want = {"names": "{0: 'person', 1: 'bicycle'}", "stride": "32"}
+    first = onnxc.compile(path, cache_dir=tmp_path / "cache")
+    hit = onnxc.compile(path, cache_dir=tmp_path / "cache")
+    art = onnxc.load(onnxc.build(path, tmp_path / "art", name="m"))
+    for cm in (first, hit, art):
+        assert cm.metadata == want
+        assert cm.about["producer"] == "exporter 2.1" and cm.about["model_version"] == 7
+        assert cm.about["doc_string"] == "adds then clips"
+    from onnxc.cli import main
+    assert main(["info", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "metadata:\n  names: {0: 'person', 1: 'bicycle'}\n  stride: 32" in out and "model version 7" in out
