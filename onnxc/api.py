@@ -108,6 +108,7 @@ class CompiledModel:
         what the model file says of itself (``model_about``)."""
         self._native = native
         self._about = about
+        self._early = early
         self.inputs = inputs
         self.outputs = outputs
         self._ir = ir
@@ -209,6 +210,32 @@ class CompiledModel:
     def __repr__(self) -> str:
         return f"<onnxc.CompiledModel inputs={self.inputs} outputs={self.outputs}>"
 
+    def __reduce__(self):
+        """Pickling (multiprocessing with spawn or forkserver, joblib, Dask workers) and deep copies carry
+        the compiled library's and the weights' bytes with an artifact manifest; unpickling opens them as
+        ``onnxc.load`` opens an artifact, without a C compiler (``_unpickle``)."""
+        return (_unpickle, (self._portable(),))
+
+    def _portable(self) -> dict:
+        from onnxc.codegen.artifact import FORMAT, checksum, type_json
+
+        nat = self._native
+        weights = getattr(nat, "_weights", None)
+        w = None if weights is None else bytes(memoryview(weights).cast("B"))
+        early = self._early if self._early is not None else [None] * len(self.outputs)
+        try:
+            manifest = {
+                "format": FORMAT, "name": "model", "prefix": nat.prefix, "library": "model.so", "threads": nat.threads,
+                "weights": {"mode": "embedded"} if w is None else
+                {"mode": "file", "file": "model.weights", "size": len(w), "checksum": checksum(w)},
+                "inputs": [{"name": i.name, "type": type_json(i.type)} for i in self.inputs],
+                "outputs": [{"name": o.name, "type": type_json(o.type), "early": e} for o, e in zip(self.outputs, early)],
+                "model": self.about}
+        except (CompileError, ModelError, KeyError, TypeError, ValueError) as e:
+            raise TypeError(f"this compiled model cannot be pickled: an input or output type has no portable form ({e})") \
+                from None
+        return {"manifest": manifest, "library": Path(nat.path).read_bytes(), "weights": w}
+
     @property
     def about(self) -> dict:
         """What the model file says of itself: ``metadata`` (its metadata_props: class names, labels...),
@@ -254,6 +281,25 @@ class CompiledModel:
             self._ir, self._program, self._recompute = ir, program, None
             if self._source is None:
                 self._source = source
+
+
+def _unpickle(state: dict) -> CompiledModel:
+    """A CompiledModel from ``CompiledModel._portable``: the library and weights go to a private temporary
+    folder, are opened like an artifact (onnxc/aot.py open_artifact) and the folder is removed (the process
+    keeps the library and the mapped weights)."""
+    import shutil
+    import tempfile
+
+    from .aot import open_artifact
+
+    d = Path(tempfile.mkdtemp(prefix="onnxc-unpickled-"))
+    try:
+        (d / "model.so").write_bytes(state["library"])
+        if state["weights"] is not None:
+            (d / "model.weights").write_bytes(state["weights"])
+        return open_artifact(d, state["manifest"])
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
 
 
 def model_about(m: Model | None) -> dict:
