@@ -24,6 +24,7 @@ from .fuse_epilogues import fuse_epilogues
 from .infer_shapes import infer_shapes
 from .inline_functions import inline_functions
 from .lift_captures import lift_captures
+from .lower_qdq import lower_qdq
 from .merge_bn_affine import merge_affine
 from .name_activations import name_activations
 from .remove_identities import remove_identities
@@ -37,6 +38,7 @@ def steps() -> list[Step]:
         ("inline_functions", inline_functions),
         ("lift_captures", lift_captures),
         ("eliminate_dead_code", eliminate_dead_code),
+        ("lower_qdq", lower_qdq),
         ("infer_shapes", infer_shapes),
         ("fold_constants", fold_constants),
         ("merge_affine", merge_affine),
