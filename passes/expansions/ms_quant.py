@@ -276,10 +276,26 @@ def qgemm(b: Builder) -> None:
         raise b.unsupported("y_scale without y_zero_point is not supported (give both for a quantized "
                             "output, neither for float32)")
     alpha = float(b.attr("alpha", 1.0))
-    y = b.op("Gemm", a, w, c, alpha=alpha, beta=alpha, transA=ta, transB=tb,
-             out=None if y_scale is not None else b.output(0))
+    if ta == 0:
+        y = _qgemm_integer(b, s, z, tb, alpha, None if y_scale is not None else b.output(0))
+    else:
+        y = b.op("Gemm", a, w, c, alpha=alpha, beta=alpha, transA=ta, transB=tb,
+                 out=None if y_scale is not None else b.output(0))
     if y_scale is not None:
         _requantize(b, y, 7, 8, quantized_type(b, 8), b.output(0))
+
+
+def _qgemm_integer(b: Builder, s: Value, z: Value | None, tb: int, alpha: float, out: Value | None) -> Value:
+    """QGemm with A as it is: ``float(MatMulInteger(A, B) + C) * (a_scale * b_scale * alpha)``, the
+    integer product exact (onnxruntime's QGemm adds C to the int32 accumulator too)."""
+    w = b.op("Transpose", b.input(3), perm=[1, 0]) if tb else b.input(3)
+    acc = b.op("MatMulInteger", b.input(0), w, b.input(2), z)
+    if b.input(6) is not None:
+        acc = b.op("Add", acc, b.input(6))
+    scale = b.op("Mul", b.input(1), s)
+    if alpha != 1.0:
+        scale = b.op("Mul", scale, b.scalar(alpha, DType.FLOAT))
+    return b.op("Mul", b.cast(acc, DType.FLOAT), scale, out=out)
 
 
 # -- dynamic quantization ----------------------------------------------------------------------------
