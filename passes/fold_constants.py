@@ -20,8 +20,9 @@ from .shapes.registry import fold_for
 MAX_FOLD_BYTES = 1 << 22  # results above this fold only when no larger than their inputs
 
 
-def try_fold(node: Node) -> bool:
-    """Fold ``node`` in place if possible; True when it was folded."""
+def try_fold(node: Node, capped: bool = True) -> bool:
+    """Fold ``node`` in place if possible; True when it was folded. ``capped=False`` skips the size cap
+    (for outputs that are needed whole anyway: passes/fold_weight_dequant.py)."""
     if node.graph is None or any(sg for sg in node.subgraphs()):
         return False
     if any(not isinstance(o.type, TensorType) for o in node.outputs):
@@ -29,7 +30,7 @@ def try_fold(node: Node) -> bool:
     ins = node.inputs
     arrays = [None if v is None else v.const for v in ins]
     in_bytes = sum(a.nbytes for a in arrays if isinstance(a, np.ndarray))
-    if _static_bytes(node) > max(MAX_FOLD_BYTES, in_bytes):
+    if capped and _static_bytes(node) > max(MAX_FOLD_BYTES, in_bytes):
         return False
     results = _static_sym_values(node)
     if results is None:
@@ -40,7 +41,7 @@ def try_fold(node: Node) -> bool:
     if results is None:
         return False
     out_bytes = sum(np.asarray(r).nbytes for r in results)
-    if out_bytes > MAX_FOLD_BYTES and out_bytes > in_bytes:
+    if capped and out_bytes > MAX_FOLD_BYTES and out_bytes > in_bytes:
         return False
     g = node.graph
     outs = list(node.outputs)

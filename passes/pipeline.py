@@ -17,6 +17,7 @@ from .eliminate_common_subexpressions import eliminate_common_subexpressions
 from .eliminate_dead_code import eliminate_dead_code
 from .fold_batchnorm import fold_batchnorm
 from .fold_constants import fold_constants
+from .fold_weight_dequant import fold_weight_dequant
 from .fuse_attention import fuse_attention
 from .fuse_depthwise_pointwise import fuse_depthwise_pointwise
 from .fuse_elementwise import fuse_elementwise
@@ -41,6 +42,7 @@ def steps() -> list[Step]:
         ("lower_qdq", lower_qdq),
         ("infer_shapes", infer_shapes),
         ("fold_constants", fold_constants),
+        ("fold_weight_dequant", fold_weight_dequant),
         ("merge_affine", merge_affine),
         ("fold_batchnorm", fold_batchnorm),
         ("eliminate_common_subexpressions", eliminate_common_subexpressions),
