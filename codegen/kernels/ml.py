@@ -4,7 +4,9 @@ LabelEncoder looks keys up by binary search in a table sorted at compile time (s
 strings; a NaN key is tested separately), with the values in a parallel table; string values are
 pointers to static literals, so no string is made at run time. Opset 1's int64 -> string form
 indexes ``classes_strings``. ArrayFeatureExtractor gathers along the last axis after checking every
-index (like onnxruntime, negative indices are errors); it moves strings as pointers.
+index (like onnxruntime, negative indices are errors); it moves strings as pointers. Binarizer
+writes ``x > threshold`` as 1 or 0 in the input's type; a NaN input is a run-time error, as in
+onnxruntime (the reference writes 0).
 """
 
 from __future__ import annotations
@@ -80,5 +82,10 @@ def array_feature_extractor(ctx: KernelCtx) -> str:
 def binarizer(ctx: KernelCtx) -> str:
     x = ctx.ins[0]
     thr = literal(float(ctx.attr("threshold", 0.0)), DType.DOUBLE)
-    return (f"for (int64_t i = 0; i < {x.numel()}; i++) out0[i] = ({x.ctype})((double)in0[i] > {thr});\n"
-            "return 0;")
+    lines = [f"const int64_t n_ = {x.numel()};"]
+    if ctx.node.inputs[0].type.dtype in (DType.FLOAT, DType.DOUBLE):  # onnxruntime refuses NaN inputs
+        lines += ["for (int64_t i = 0; i < n_; i++)",
+                  f"if (in0[i] != in0[i]) return onnxc_fail(rt, ONNXC_ERR_RUNTIME, \"%s: input element %lld is NaN "
+                  f"(Binarizer has no value for NaN)\", {ctx.who}, (long long)i);"]
+    lines += [f"for (int64_t i = 0; i < n_; i++) out0[i] = ({x.ctype})((double)in0[i] > {thr});", "return 0;"]
+    return "\n".join(lines)

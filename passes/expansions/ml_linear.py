@@ -16,11 +16,21 @@ follow onnxruntime 1.32, which users compare against; where the ONNX reference e
   With one row and two labels, Z has two columns ``[1 - s, s]``: ``s`` is the raw score for NONE,
   SOFTMAX and SOFTMAX_ZERO and the sigmoid of it for LOGISTIC (the reference gives ``[-s, s]``
   then the transform). PROBIT in that case is refused: onnxruntime writes only half of Z there.
+- LinearClassifier's class count K is the number of intercepts, as in onnxruntime; K > 1 needs at
+  least K labels (extra labels are never chosen), K = 1 with labels needs exactly 2. Its coefficients
+  are read as K rows of C (X's features) from the first K x C values: onnxruntime accepts any multiple
+  of K from there on and ignores the rest (its sample ``logreg_iris.onnx`` has 12 coefficients for 3
+  classes over 2 features), where the reference reshapes all of them into rows of C (6 classes there).
+  Omitted intercepts (onnxruntime refuses them) are zeros, K then coming from the labels: L labels
+  are L classes, except 2 labels over exactly C coefficients (one score); without labels, C
+  coefficients are one score.
 - ``multi_class`` is ignored, as by onnxruntime and the reference.
-- Malformed attributes are compile-time errors naming the node and attribute, where onnxruntime
-  sometimes ignores them (intercepts of the wrong length, extra coefficients) or reads past them.
-  Omitted intercepts are zeros (onnxruntime requires them for LinearClassifier), and
-  LinearRegressor accepts non-float inputs (onnxruntime has a float kernel only).
+- LinearRegressor reads the first ``targets`` x C coefficients (onnxruntime ignores extra ones, the
+  reference reshapes them all) and, like onnxruntime, ignores intercepts unless there is exactly one
+  per target (the reference broadcasts them). It accepts non-float inputs (onnxruntime has a float
+  kernel only).
+- Malformed attributes (too few coefficients, labels that do not fit the class count, unknown
+  post_transform) are compile-time errors naming the node and attribute.
 """
 
 from __future__ import annotations
@@ -73,15 +83,9 @@ def floats_attr(b: Builder, name: str) -> list[float]:
     return [float(v) for v in (b.attr(name) or [])]
 
 
-def affine(b: Builder, x: Value, c: int, coefficients: list[float], intercepts: list[float], rows: int,
-           unit: str) -> Value:
-    """``x @ coefficients.reshape(rows, c).T + intercepts``: ``[N, rows]`` float scores."""
-    if len(coefficients) != rows * c:
-        raise b.fail(f"attribute coefficients has {len(coefficients)} values, expected {rows} {unit}{'es' if unit.endswith('s') else 's'} x "
-                     f"{c} features of X = {rows * c}")
-    if intercepts and len(intercepts) != rows:
-        raise b.fail(f"attribute intercepts has {len(intercepts)} values, expected {rows} (one per {unit})")
-    w = np.asarray(coefficients, dtype=np.float32).reshape(rows, c).T
+def affine(b: Builder, x: Value, c: int, coefficients: list[float], intercepts: list[float], rows: int) -> Value:
+    """``x @ W.T + intercepts``, W the first ``rows`` x ``c`` coefficients: ``[N, rows]`` float scores."""
+    w = np.asarray(coefficients[:rows * c], dtype=np.float32).reshape(rows, c).T
     y = b.op("MatMul", x, b.const(np.ascontiguousarray(w), tag="coefficients"))
     if intercepts and any(v != 0.0 for v in intercepts):
         y = b.op("Add", y, b.const(np.asarray(intercepts, dtype=np.float32), tag="intercepts"))
@@ -135,7 +139,13 @@ def linear_regressor(b: Builder) -> None:
     targets = b.attr("targets", 1)
     if targets < 1:
         raise b.fail(f"attribute targets must be >= 1, got {targets}")
-    y = affine(b, x, c, floats_attr(b, "coefficients"), floats_attr(b, "intercepts"), targets, "target")
+    coefficients, intercepts = floats_attr(b, "coefficients"), floats_attr(b, "intercepts")
+    if len(coefficients) < targets * c:
+        raise b.fail(f"attribute coefficients has {len(coefficients)} values, expected at least {targets} targets "
+                     f"x {c} features of X = {targets * c}")
+    if len(intercepts) != targets:  # onnxruntime uses intercepts only when there is one per target
+        intercepts = []
+    y = affine(b, x, c, coefficients, intercepts, targets)
     if targets == 1:  # onnxruntime's one-score case: only PROBIT applies
         pt = "PROBIT" if pt == "PROBIT" else "NONE"
     apply_post_transform(b, y, pt, out=b.output(0))
@@ -153,6 +163,35 @@ def class_labels(b: Builder) -> tuple[np.ndarray | None, str | None]:
     return None, None
 
 
+def class_count(b: Builder, c: int, n_coef: int, n_icp: int, labels: np.ndarray | None, attr: str | None) -> int:
+    """LinearClassifier's class count K (rows of coefficients used), checked as onnxruntime checks it.
+
+    K is the number of intercepts (onnxruntime's rule); without intercepts (which onnxruntime refuses)
+    it comes from the labels: L labels are L classes, except two labels over exactly C coefficients,
+    the binary one-row case; with neither, C coefficients are one class. K > 1 needs at least K labels
+    (extra ones are never chosen), K = 1 with labels needs exactly 2."""
+    n_labels = 0 if labels is None else len(labels)
+    if n_icp:
+        k = n_icp
+    elif n_labels:
+        k = 1 if n_labels == 2 and n_coef == c else n_labels
+    else:
+        k = n_coef // c if n_coef % c == 0 else 0
+        if k == 0:
+            raise b.fail(f"attribute coefficients has {n_coef} values, not a multiple of the {c} features of X")
+    if k == 1 and n_labels not in (0, 2):
+        raise b.fail(f"attribute {attr} has {n_labels} labels; one class score (binary) needs 2")
+    if k > 1 and labels is None:
+        raise b.fail(f"one of the attributes classlabels_ints or classlabels_strings is required ({k} classes)")
+    if k > 1 and n_labels < k:
+        raise b.fail(f"attribute {attr} has {n_labels} labels but {'intercepts define' if n_icp else 'there are'} "
+                     f"{k} classes")
+    if n_coef < k * c or n_coef % k:
+        raise b.fail(f"attribute coefficients has {n_coef} values, expected {k} classes x {c} features of X = "
+                     f"{k * c}" + (f" or a larger multiple of {k} (the first {k * c} are used)" if n_coef > k * c else ""))
+    return k
+
+
 @expansion("LinearClassifier", domain=ML)
 def linear_classifier(b: Builder) -> None:
     pt = post_transform(b)
@@ -160,15 +199,14 @@ def linear_classifier(b: Builder) -> None:
     coefficients = floats_attr(b, "coefficients")
     if not coefficients:
         raise b.fail("attribute coefficients is required")
-    if len(coefficients) % c:
-        raise b.fail(f"attribute coefficients has {len(coefficients)} values, not a multiple of the {c} features of X")
-    rows = len(coefficients) // c
-    scores = affine(b, x, c, coefficients, floats_attr(b, "intercepts"), rows, "class")
+    intercepts = floats_attr(b, "intercepts")
     labels, attr = class_labels(b)
+    rows = class_count(b, c, len(coefficients), len(intercepts), labels, attr)
+    # onnxruntime reads the first rows x C coefficients (a model trained on more features than X
+    # declares, like its sample logreg_iris.onnx, keeps working); the reference reshapes all of them
+    scores = affine(b, x, c, coefficients, intercepts, rows)
     y_out, z_out = b.output(0), b.output(1)
     if rows == 1:
-        if labels is not None and len(labels) != 2:
-            raise b.fail(f"attribute {attr} has {len(labels)} labels; one coefficient row (binary) needs 2")
         if b.used(0):
             positive = b.op("Greater", b.reshape(scores, [-1]), b.scalar(0.0, DType.FLOAT))
             table = b.const(labels if labels is not None else np.array([0, 1], np.int64), tag="labels")
@@ -179,15 +217,11 @@ def linear_classifier(b: Builder) -> None:
             apply_post_transform(b, scores, "PROBIT" if pt == "PROBIT" else "NONE", out=z_out)
             return
         if pt == "PROBIT":
-            raise b.unsupported("post_transform PROBIT with one coefficient row and two class labels is not "
+            raise b.unsupported("post_transform PROBIT with one class score and two class labels is not "
                                 "supported (onnxruntime leaves half of the scores unwritten there)")
         p = b.op("Sigmoid", scores) if pt == "LOGISTIC" else scores
         b.op("Concat", b.op("Sub", b.scalar(1.0, DType.FLOAT), p), p, axis=1, out=z_out)
         return
-    if labels is None:
-        raise b.fail(f"one of the attributes classlabels_ints or classlabels_strings is required ({rows} classes)")
-    if len(labels) != rows:
-        raise b.fail(f"attribute {attr} has {len(labels)} labels but coefficients define {rows} classes")
     if b.used(0):
         best = b.op("ArgMax", scores, axis=1, keepdims=0)
         b.op("Gather", b.const(labels, tag="labels"), best, axis=0, out=y_out)

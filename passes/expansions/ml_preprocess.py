@@ -13,10 +13,14 @@ Semantics follow onnxruntime 1.32, which users compare against; "features" are t
   and int64 kernels only; onnxc also takes double (with the float attributes) and int32 (with the
   int64 ones).
 - OneHotEncoder casts float/double/int32 inputs to int64 by truncation (the reference compares
-  floats exactly); a repeated category keeps its last position; any input rank works (output: the
-  input shape + [number of categories]). With ``zeros=0`` an unknown category is a run-time error
-  (from an ArrayFeatureExtractor node named ``<node>/unknown_category``: "index -1 is out of range").
+  floats exactly), NaN and out-of-range floats becoming INT64_MIN as onnxruntime's cast does on
+  x86 (an unknown category, unless listed); a repeated category keeps its last position; any
+  input rank works (output: the input shape + [number of categories]). With ``zeros=0`` an
+  unknown category is a run-time error (from an ArrayFeatureExtractor node named
+  ``<node>/unknown_category``: "index -1 is out of range").
 - FeatureVectorizer accepts inputs of different element types (onnxruntime binds them to one type).
+- CategoryMapper: a repeated category keeps its last value, as in onnxruntime (it becomes a
+  LabelEncoder, whose repeated keys keep their first value).
 - Per-feature attribute lists (Scaler, Imputer) need the input's feature count to be static; on
   inputs of rank > 2 they are not supported (onnxruntime indexes them by ``dims[1]``).
 """
@@ -135,9 +139,19 @@ def imputer(b: Builder) -> None:
 
 def _index_of(b: Builder, x: Value, keys: np.ndarray) -> Value:
     """The position of each element of ``x`` in ``keys`` (the last one when repeated), -1 if absent."""
+    last = {k: i for i, k in enumerate(keys.tolist())}  # LabelEncoder keeps the first of repeated keys
     return b.op("LabelEncoder", x, domain=ML, version=4, tag="index",
-                keys_tensor=keys, values_tensor=np.arange(len(keys), dtype=np.int64),
+                keys_tensor=np.array(list(last), dtype=keys.dtype),
+                values_tensor=np.asarray(list(last.values()), dtype=np.int64),
                 default_tensor=np.array([-1], np.int64))
+
+
+def _float_categories(b: Builder, x: Value, dt: DType) -> Value:
+    """Float categories as int64 the way onnxruntime's ``static_cast`` gives them on x86: truncated,
+    and NaN or values outside the int64 range as INT64_MIN (onnxc's Cast saturates them instead)."""
+    fits = b.op("Less", b.op("Abs", x), b.scalar(2.0 ** 63, dt))  # false for NaN
+    lowest = b.scalar(int(np.iinfo(np.int64).min), DType.INT64)
+    return b.op("Where", fits, b.cast(x, DType.INT64), lowest)
 
 
 @expansion("OneHotEncoder", domain=ML)
@@ -157,8 +171,10 @@ def one_hot_encoder(b: Builder) -> None:
         if not ints:
             raise b.fail(f"attribute cats_int64s is required for {dt.short} input")
         keys = np.asarray(list(ints), np.int64)
-        if dt != DType.INT64:
-            x = b.cast(x, DType.INT64)  # truncates floats, as onnxruntime's static_cast
+        if dt in (DType.FLOAT, DType.DOUBLE):
+            x = _float_categories(b, x, dt)
+        elif dt != DType.INT64:
+            x = b.cast(x, DType.INT64)
     k = len(keys)
     index = _index_of(b, x, keys)
     if not zeros:  # an unknown category (-1) must fail: ArrayFeatureExtractor checks every index
@@ -218,12 +234,13 @@ def category_mapper(b: Builder) -> None:
     if len(strs) != len(ints):
         raise b.fail(f"attributes cats_strings ({len(strs)} values) and cats_int64s ({len(ints)}) must have "
                      "the same length")
-    s_arr, i_arr = np.array(strs, dtype=object), np.asarray(ints, np.int64)
-    if b.dtype(0) == DType.STRING:  # string -> int64
-        keys, values = s_arr, i_arr
+    if b.dtype(0) == DType.STRING:  # string -> int64; a repeated key keeps its last value (onnxruntime)
+        table = dict(zip(strs, ints))
+        keys, values = np.array(list(table), dtype=object), np.asarray(list(table.values()), np.int64)
         default = np.array([int(b.attr("default_int64", -1))], np.int64)
     else:  # int64 -> string
-        keys, values = i_arr, s_arr
+        table = dict(zip(ints, strs))
+        keys, values = np.asarray(list(table), np.int64), np.array(list(table.values()), dtype=object)
         default = np.array([text(b.attr("default_string", "_Unused"))], dtype=object)
     b.op("LabelEncoder", b.input(0), domain=ML, version=4, out=b.output(0),
          keys_tensor=keys, values_tensor=values, default_tensor=default)

@@ -5,8 +5,11 @@ expansions, passes/expansions/ml_linear.py and ml_preprocess.py.)
 
 ``label_map`` decodes LabelEncoder's attribute forms (opset 1 ``classes_strings``; opset 2
 ``keys_*``/``values_*``/``default_*``; opset 4 also ``*_tensor``) into one mapping that both the
-shape rule and the kernel use. Lookups follow the spec: repeated keys keep the last value, a NaN key
-matches any NaN input, and (as with dict lookups) 0.0 and -0.0 are the same key.
+shape rule and the kernel use. Lookups follow onnxruntime where it differs from the spec: a repeated
+key keeps its first value (onnxruntime's ``emplace``; the opset 4 spec says the last) except in opset
+1, where a repeated class keeps its last index; a NaN key matches any NaN input from opset 4 on only
+(opsets 2-3 hash floats plainly, so NaN finds nothing, though their spec promises a bitwise match);
+0.0 and -0.0 are the same key.
 """
 
 from __future__ import annotations
@@ -101,11 +104,9 @@ def label_map(node: Node) -> LabelMap:
     if node.version < 2:
         classes = [_as_str(s) for s in node.attr("classes_strings", []) or []]
         if in_type == DType.STRING:
-            first: dict = {}
-            for i, s in enumerate(classes):
-                first.setdefault(s, i)
-            keys = sorted(first, key=lambda s: s.encode("utf-8", "surrogateescape"))
-            return LabelMap(DType.STRING, keys, [first[k] for k in keys], DType.INT64,
+            last = {s: i for i, s in enumerate(classes)}  # onnxruntime: the last index of a repeated class
+            keys = sorted(last, key=lambda s: s.encode("utf-8", "surrogateescape"))
+            return LabelMap(DType.STRING, keys, [last[k] for k in keys], DType.INT64,
                             int(node.attr("default_int64", -1)))
         if in_type != DType.INT64:
             raise fail(node, f"input must be string or int64, got {in_type.short}")
@@ -123,13 +124,14 @@ def label_map(node: Node) -> LabelMap:
         values = [_as_str(s) for s in values]
     table: dict = {}
     nan_value = None
-    for key, val in zip(keys, values):
+    for key, val in zip(keys, values):  # the first value of a repeated key wins, as in onnxruntime
         if ktype == DType.STRING:
-            table[_as_str(key)] = val
+            table.setdefault(_as_str(key), val)
         elif ktype in _FLOATS and math.isnan(key):
-            nan_value = val
+            if node.version >= 4 and nan_value is None:  # opsets 2-3: onnxruntime never matches NaN
+                nan_value = val
         else:
-            table[float(key) if ktype in _FLOATS else int(key)] = val
+            table.setdefault(float(key) if ktype in _FLOATS else int(key), val)
     order = sorted(table, key=(lambda s: s.encode("utf-8", "surrogateescape")) if ktype == DType.STRING else None)
     return LabelMap(ktype, order, [table[x] for x in order], vtype, _default(node, vtype, vname.endswith("_tensor")),
                     nan_value)
@@ -186,6 +188,8 @@ def _binarizer(node: Node) -> list:
 @fold_rule("Binarizer", domain=ML)
 def _fold_binarizer(node: Node, xs: list) -> list:
     x = np.asarray(xs[0])
+    if x.dtype.kind == "f" and np.isnan(x).any():
+        return None  # left to the kernel's run-time error (onnxruntime refuses NaN)
     return [(x.astype(np.float64) > float(node.attr("threshold", 0.0))).astype(x.dtype)]
 
 

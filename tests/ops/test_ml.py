@@ -1,6 +1,8 @@
-"""ai.onnx.ml LabelEncoder, ArrayFeatureExtractor, Binarizer, TreeEnsemble and ai.onnx TfIdfVectorizer,
-compared with onnx.reference (or stated values where onnxc follows the spec/onnxruntime instead:
-NaN keys, targets no leaf reaches, post transforms the reference ignores)."""
+"""ai.onnx.ml LabelEncoder, ArrayFeatureExtractor, Binarizer, TreeEnsemble and ai.onnx TfIdfVectorizer.
+LabelEncoder, ArrayFeatureExtractor and Binarizer sit side by side in a few models compared with
+onnxruntime (and onnx.reference where they agree); the others are compared with onnx.reference (or
+stated values where onnxc follows the spec/onnxruntime instead: targets no leaf reaches, post
+transforms the reference ignores)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from onnx import TensorProto as TP
 from onnx import helper, numpy_helper
 
 import onnxc
+from tests.ops.test_ml_linear import SideBySide
 from tests.ops.util import reference
 
 ML = "ai.onnx.ml"
@@ -46,45 +49,52 @@ def strs(*items) -> np.ndarray:
     return a
 
 
-# -- LabelEncoder ---------------------------------------------------------------------------------
+# -- LabelEncoder, ArrayFeatureExtractor, Binarizer (side by side, against onnxruntime) -----------
 
-def test_label_encoder_v1_both_directions():
-    x = strs("b", "zz", "a", "", "b")
-    check(ml_model("LabelEncoder", {"x": x}, TP.INT64, classes_strings=["a", "b", "a", ""], default_int64=-7,
-                   input_shapes={"x": ["N"]}), {"x": x}, expected=np.array([1, -7, 0, 3, 1]))
-    i = np.array([[0, 3], [-1, 9]], np.int64)
-    check(ml_model("LabelEncoder", {"x": i}, TP.STRING, classes_strings=["a", "b", "é", "d"]), {"x": i},
-          expected=np.array([["a", "d"], ["_Unused", "_Unused"]], dtype=object))
+def test_label_encoder_opset_1():
+    """A repeated class keeps its last index (onnxruntime; the spec does not say); int64 -> string indexes."""
+    s = SideBySide(ml_opset=1)
+    xs, xi = s.input("xs", TP.STRING, ["N"]), s.input("xi", TP.INT64, ["M", 2])
+    (y,) = s.add("LabelEncoder", [xs], classes_strings=["a", "b", "a", ""], default_int64=-7)
+    s.add("LabelEncoder", [xi], classes_strings=["a", "b", "é", "d"])
+    f = {"xs": strs("b", "zz", "a", "", "b"), "xi": np.array([[0, 3], [-1, 9]], np.int64)}
+    assert s.run(s.check([f]), f)[y].tolist() == [1, -7, 2, 3, 1]
 
 
 @pytest.mark.parametrize("version", [2, 4])
-@pytest.mark.parametrize("keys,values,x,defaults", [
-    ({"keys_strings": ["Amy", "Sally", "é的"]}, {"values_int64s": [5, 6, 7]}, strs("Dori", "Amy", "é的", "", "Sally"),
-     {"default_int64": 42}),
-    ({"keys_int64s": [3, -1, 10**12]}, {"values_strings": ["three", "minus", "big"]},
-     np.array([[3, 4], [10**12, -1]], np.int64), {}),
-    ({"keys_floats": [0.5, -2.0, 3.25]}, {"values_floats": [1.5, 2.5, 3.5]}, np.array([0.5, 3.25, 7.0], np.float32),
-     {"default_float": 9.0}),
-    ({"keys_int64s": [1, 2, 1]}, {"values_floats": [1.0, 2.0, 3.0]}, np.array([1, 2, 3], np.int64), {}),
-])
-def test_label_encoder_v2_v4(version, keys, values, x, defaults):
-    m = ml_model("LabelEncoder", {"x": x}, TP.UNDEFINED, version=version, input_shapes={"x": ["N"] + list(x.shape[1:])},
-                 **keys, **values, **defaults)
-    check(m, {"x": x})
-
-
-def test_label_encoder_v4_tensors():
-    x = np.array([1.5, np.nan, -0.0, 2.0], np.float64)
-    m = ml_model("LabelEncoder", {"x": x}, TP.INT32, version=4,
-                 keys_tensor=numpy_helper.from_array(np.array([1.5, np.nan, 0.0], np.float64)),
-                 values_tensor=numpy_helper.from_array(np.array([10, 20, 30], np.int32)),
-                 default_tensor=numpy_helper.from_array(np.array([-5], np.int32)))
-    # a NaN key matches any NaN input; 0.0 and -0.0 are the same key
-    check(m, {"x": x}, expected=np.array([10, 20, 30, -5], np.int32))
-    x = strs("a", "q")
-    m = ml_model("LabelEncoder", {"x": x}, TP.INT16, version=4, keys_strings=["a", "b"],
-                 values_tensor=numpy_helper.from_array(np.array([1, 2], np.int16)))
-    check(m, {"x": x}, expected=np.array([1, -1], np.int16))  # spec default {-1} without default_tensor
+def test_label_encoder_opsets_2_and_4(version):
+    """Every key/value type pair of the attribute lists (and, from opset 4, tensors). A repeated key keeps
+    its first value (onnxruntime's emplace; the opset 4 spec says the last); a NaN key matches a NaN input
+    from opset 4 only (opsets 2-3: onnxruntime never matches NaN, though their spec promises a bitwise
+    match); 0.0 and -0.0 are the same key."""
+    s = SideBySide(ml_opset=version)
+    xs, xi = s.input("xs", TP.STRING, ["N"]), s.input("xi", TP.INT64, ["M", 2])
+    xf = s.input("xf", TP.FLOAT, ["K"])
+    s.add("LabelEncoder", [xs], keys_strings=["Amy", "Sally", "é的", "Amy"], values_int64s=[5, 6, 7, 8],
+          default_int64=42)
+    s.add("LabelEncoder", [xs], keys_strings=["Amy", "Dori"], values_floats=[1.5, -2.0])
+    s.add("LabelEncoder", [xs], keys_strings=["Amy", "Dori"], values_strings=["a", "d"], default_string="?")
+    s.add("LabelEncoder", [xi], keys_int64s=[3, -1, 10**12, 3], values_strings=["three", "minus", "big", "again"])
+    s.add("LabelEncoder", [xi], keys_int64s=[1, 2, 1], values_floats=[1.0, 2.0, 3.0])
+    s.add("LabelEncoder", [xi], keys_int64s=[3, 2], values_int64s=[30, 20], default_int64=0)
+    s.add("LabelEncoder", [xf], keys_floats=[0.5, -2.0, 3.25, float("nan"), 0.0, 0.5],
+          values_floats=[1.5, 2.5, 3.5, 4.5, 5.5, 6.5], default_float=9.0)
+    s.add("LabelEncoder", [xf], keys_floats=[float("nan"), 3.25], values_int64s=[1, 2])
+    s.add("LabelEncoder", [xf], keys_floats=[-0.0], values_strings=["zero"])
+    if version >= 4:
+        s.add("LabelEncoder", [xi], keys_tensor=numpy_helper.from_array(np.array([3, -1], np.int64)),
+              values_tensor=numpy_helper.from_array(np.array([1.5, 2.5])))  # double values
+        s.add("LabelEncoder", [xs], keys_strings=["Amy", "Sally"],  # the spec's default {-1} without default_tensor
+              values_tensor=numpy_helper.from_array(np.array([1, 2], np.int16)))
+        xd = s.input("xd", TP.DOUBLE, ["D"])
+        (d,) = s.add("LabelEncoder", [xd], keys_tensor=numpy_helper.from_array(np.array([1.5, np.nan, 0.0])),
+                     values_tensor=numpy_helper.from_array(np.array([10, 20, 30], np.int32)),
+                     default_tensor=numpy_helper.from_array(np.array([-5], np.int32)), ort=False)  # no kernel
+    f = {"xs": strs("Dori", "Amy", "é的", "", "Sally"), "xi": np.array([[3, 4], [10**12, -1], [1, 2]], np.int64),
+         "xf": np.array([0.5, 3.25, 7.0, np.nan, -0.0, 0.0], np.float32), "xd": np.array([1.5, np.nan, -0.0, 2.0])}
+    compiled = s.check([f])
+    if version >= 4:
+        assert s.run(compiled, f)[d].tolist() == [10, 20, 30, -5]
 
 
 def test_label_encoder_errors():
@@ -97,7 +107,7 @@ def test_label_encoder_errors():
 
 
 def test_label_encoder_folds():
-    node = helper.make_node("LabelEncoder", ["c"], ["y"], domain=ML, keys_strings=["a"], values_strings=["b"])
+    node = helper.make_node("LabelEncoder", ["c"], ["y"], domain=ML, keys_strings=["a", "a"], values_strings=["b", "c"])
     g = helper.make_graph([node], "t", [], [helper.make_tensor_value_info("y", TP.STRING, None)],
                           [numpy_helper.from_array(strs("a", "z"), "c")])
     m = onnxc.compile(helper.make_model(g, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid(ML, 2)]))
@@ -105,30 +115,34 @@ def test_label_encoder_folds():
     assert m.run({})["y"].tolist() == ["b", "_Unused"]
 
 
-# -- ArrayFeatureExtractor, Binarizer -------------------------------------------------------------
-
-@pytest.mark.parametrize("x,idx", [
-    (np.arange(5, dtype=np.float32), np.array([4, 0, 0], np.int64)),
-    (np.arange(24, dtype=np.int64).reshape(2, 3, 4), np.array([[3, 1]], np.int64)),
-    (np.arange(12, dtype=np.float64).reshape(3, 4), np.array([[2], [1]], np.int64)),
-    (strs("a", "é", "c", "d").reshape(2, 2), np.array([1], np.int64)),
-])
-def test_array_feature_extractor(x, idx):
-    shapes = {"x": ["N"] + list(x.shape[1:])} if x.ndim > 1 else None
-    check(ml_model("ArrayFeatureExtractor", {"x": x, "i": idx}, TP.UNDEFINED, input_shapes=shapes), {"x": x, "i": idx})
-
-
-def test_array_feature_extractor_bad_index():
-    x, idx = np.zeros((2, 3), np.float32), np.array([3], np.int64)
-    m = onnxc.compile(ml_model("ArrayFeatureExtractor", {"x": x, "i": idx}, TP.FLOAT))
-    with pytest.raises(onnxc.RuntimeFailure, match="out of range"):
-        m.run({"x": x, "i": idx})
-
-
-@pytest.mark.parametrize("dt", [np.float32, np.float64, np.int64, np.int32])
-def test_binarizer(dt):
-    x = (np.random.default_rng(0).standard_normal((3, 5)) * 4).astype(dt)
-    check(ml_model("Binarizer", {"x": x}, TP.UNDEFINED, threshold=0.5, input_shapes={"x": ["N", 5]}), {"x": x})
+def test_array_feature_extractor_and_binarizer():
+    """ArrayFeatureExtractor over ranks 1-3 and strings (an index out of range is a run-time error);
+    Binarizer on every type (onnxruntime: float only, the others against the reference) and its NaN
+    error (onnxruntime's; the reference writes 0)."""
+    s = SideBySide()
+    cases = {"a1": (TP.FLOAT, [5], np.arange(5, dtype=np.float32), np.array([4, 0, 0], np.int64)),
+             "a3": (TP.INT64, ["N", 3, 4], np.arange(24, dtype=np.int64).reshape(2, 3, 4), np.array([[3, 1]], np.int64)),
+             "a2": (TP.DOUBLE, ["P", 4], np.arange(12, dtype=np.float64).reshape(3, 4), np.array([[2], [1]], np.int64)),
+             "as": (TP.STRING, ["M", 2], strs("a", "é", "c", "d").reshape(2, 2), np.array([1], np.int64)),
+             "ai": (TP.INT32, ["N", 4], np.arange(8, dtype=np.int32).reshape(2, 4), np.array([0, 3], np.int64))}
+    f = {}
+    for n, (t, shape, x, idx) in cases.items():
+        s.add("ArrayFeatureExtractor", [s.input(n, t, shape), s.input(f"{n}_i", TP.INT64, list(idx.shape))],
+              reference=True)
+        f.update({n: x, f"{n}_i": idx})
+    for dt in (np.float32, np.float64, np.int64, np.int32):
+        b = s.input(f"b_{np.dtype(dt).name}", helper.np_dtype_to_tensor_dtype(np.dtype(dt)), ["B", 5])
+        s.add("Binarizer", [b], threshold=0.5, reference=True, ort=dt == np.float32)
+        f[b] = (np.random.default_rng(0).standard_normal((3, 5)) * 4).astype(dt)
+    compiled = s.check([f])
+    with pytest.raises(onnxc.RuntimeFailure, match="ArrayFeatureExtractor.*index 4 is out of range"):
+        compiled.run({**f, "a2_i": np.array([[4], [1]], np.int64)})
+    for dt in (np.float32, np.float64):
+        name = f"b_{np.dtype(dt).name}"
+        bad = f[name].copy()
+        bad[1, 2] = np.nan
+        with pytest.raises(onnxc.RuntimeFailure, match="Binarizer.*input element 7 is NaN"):
+            compiled.run({**f, name: bad})
 
 
 # -- TreeEnsemble ---------------------------------------------------------------------------------

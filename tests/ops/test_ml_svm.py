@@ -1,52 +1,23 @@
 """ai.onnx.ml SVMClassifier and SVMRegressor on hand-built models, compared with onnxruntime (labels
 exactly, scores to 1e-5) and with onnx.reference where the two agree (codegen/kernels/svm.py lists
-where they do not)."""
+where they do not). The attribute grid sits side by side in a few models (tests/ops/test_ml_linear.py
+``SideBySide``), each compiled once."""
 
 from __future__ import annotations
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
 from onnx import TensorProto as TP
 from onnx import helper
-from onnx.reference import ReferenceEvaluator
 
 import onnxc
+from tests.ops.test_ml_linear import SideBySide, assert_same
 
 ML = "ai.onnx.ml"
 KERNELS = {"LINEAR": [0.0, 0.0, 0.0], "POLY": [0.3, 1.0, 3.0], "RBF": [0.5, 0.0, 0.0], "SIGMOID": [0.2, 0.1, 0.0]}
-
-
-def svm_model(op: str, n_features, rows="N", dtype=np.float32, **attrs) -> onnx.ModelProto:
-    label = TP.STRING if attrs.get("classlabels_strings") else TP.INT64
-    outs = {"y": label, "z": TP.FLOAT} if op == "SVMClassifier" else {"y": TP.FLOAT}
-    node = helper.make_node(op, ["x"], list(outs), domain=ML, **attrs)
-    shape = [n_features] if rows is None else [rows, n_features]
-    g = helper.make_graph([node], "t", [helper.make_tensor_value_info("x", helper.np_dtype_to_tensor_dtype(
-        np.dtype(dtype)), shape)], [helper.make_tensor_value_info(o, t, None) for o, t in outs.items()])
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(ML, 1)])
-
-
-def run_ort(model: onnx.ModelProto, x: np.ndarray) -> list:
-    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
-
-
-def check(model: onnx.ModelProto, x: np.ndarray, reference: bool = True, threads: int = 1, score_cols=None) -> list:
-    """onnxc against onnxruntime (and onnx.reference): labels equal, scores close; returns onnxc's outputs."""
-    got = list(onnxc.compile(model, threads=threads).run({"x": x}).values())
-    wants = [run_ort(model, x)] + ([ReferenceEvaluator(model).run(None, {"x": x})] if reference else [])
-    for want in wants:
-        assert len(got) == len(want)
-        for g, w in zip(got, want):
-            w = np.asarray(w)
-            if w.dtype.kind in "OUS" or w.dtype == np.int64:
-                assert g.tolist() == w.tolist(), (g, w)
-                continue
-            assert g.dtype == np.float32 and g.shape == w.shape, (g.dtype, g.shape, w.shape)
-            cols = slice(None) if score_cols is None else score_cols
-            np.testing.assert_allclose(g[..., cols], w[..., cols].astype(np.float32), rtol=1e-5, atol=1e-5)
-    return got
+POST = ["NONE", "LOGISTIC", "SOFTMAX", "SOFTMAX_ZERO", "PROBIT"]
+LINEAR = [0.0, 0.0, 0.0]  # kernel_params: onnxruntime requires the attribute even in linear mode
 
 
 def reference_agrees(attrs: dict) -> bool:
@@ -79,156 +50,157 @@ def rows(n: int, f: int, seed: int = 1, dtype=np.float32) -> np.ndarray:
     return np.random.RandomState(seed).randn(n, f).astype(dtype)
 
 
+VPC = {"binary": [3, 2], "3class": [2, 3, 2], "4class": [1, 2, 2, 3]}
+
+
 # -- SVMClassifier with support vectors -------------------------------------------------------------
 
-@pytest.mark.parametrize("kernel", list(KERNELS))
-@pytest.mark.parametrize("vpc", [[3, 2], [2, 3, 2], [1, 2, 2, 3]], ids=["binary", "3class", "4class"])
-@pytest.mark.parametrize("proba", [False, True], ids=["scores", "proba"])
-def test_svc(kernel, vpc, proba):
-    strings = kernel in ("POLY", "RBF")
-    attrs = svc_attrs(kernel, vpc, 3, proba, strings)
-    labels, _ = check(svm_model("SVMClassifier", 3, **attrs), rows(40, 3), reference=reference_agrees(attrs))
-    assert len(set(labels.tolist())) > 1  # the data reaches more than one class
-
-
 @pytest.mark.filterwarnings("ignore:invalid value encountered in log:RuntimeWarning")  # the reference's PROBIT
-@pytest.mark.parametrize("post", ["NONE", "LOGISTIC", "SOFTMAX", "SOFTMAX_ZERO", "PROBIT"])
-@pytest.mark.parametrize("vpc,proba", [([3, 2], False), ([3, 2], True), ([2, 3, 2], False), ([2, 3, 2], True)])
-def test_svc_post_transform(post, vpc, proba):
-    attrs = svc_attrs("RBF", vpc, 3, proba, False)
-    m = svm_model("SVMClassifier", 3, post_transform=post, **attrs)
-    x = rows(30, 3)
-    # binary scores without probabilities: onnxruntime's two columns differ from the reference's under
-    # SOFTMAX/SOFTMAX_ZERO/PROBIT, and it leaves the second PROBIT column unwritten
-    binary_raw = len(vpc) == 2 and not proba
-    reference = reference_agrees(attrs) and not (binary_raw and post in ("SOFTMAX", "SOFTMAX_ZERO", "PROBIT"))
-    _, z = check(m, x, reference=reference, score_cols=slice(0, 1) if binary_raw and post == "PROBIT" else None)
-    if binary_raw and post == "PROBIT":
-        assert (z[:, 1] == 0).all()
+def test_svc_grid():
+    """Kernels x 2/3/4 classes x scores/probabilities x int/string labels, post transforms, vote ties."""
+    s = SideBySide()
+    x = s.input("x", TP.FLOAT, ["N", 3])
+    labels = []
+    for kernel in KERNELS:
+        for vpc in VPC.values():
+            for proba in (False, True):
+                attrs = svc_attrs(kernel, vpc, 3, proba, kernel in ("POLY", "RBF"))
+                labels.append(s.add("SVMClassifier", [x], 2, reference=reference_agrees(attrs), atol=1e-5, **attrs)[0])
+    for post in POST:
+        for vpc, proba in (([3, 2], False), ([3, 2], True), ([2, 3, 2], False), ([2, 3, 2], True)):
+            attrs = svc_attrs("RBF", vpc, 3, proba, False)
+            # binary scores without probabilities: onnxruntime's two columns differ from the reference's
+            # under SOFTMAX/SOFTMAX_ZERO/PROBIT, and it leaves the second PROBIT column unwritten (onnxc: 0)
+            binary_raw = len(vpc) == 2 and not proba
+            _, z = s.add("SVMClassifier", [x], 2, post_transform=post, atol=5e-5 if post == "PROBIT" else 1e-5,
+                         cols=slice(0, 1) if binary_raw and post == "PROBIT" else slice(None),
+                         reference=reference_agrees(attrs) and not (binary_raw and post in POST[2:]), **attrs)
+            if binary_raw and post == "PROBIT":
+                probit_z = z
+    # zero coefficients: the decision values are rho, and (0,1) > 0, (0,2) <= 0, (1,2) > 0 give each
+    # class one vote; the first class wins the tie
+    x2 = s.input("x2", TP.FLOAT, ["M", 2])
+    tie, _ = s.add("SVMClassifier", [x2], 2, kernel_type="LINEAR", kernel_params=LINEAR, vectors_per_class=[1, 1, 1],
+                   support_vectors=[0.0] * 6, coefficients=[0.0] * 6, rho=[1.0, -1.0, 1.0], classlabels_ints=[4, 5, 6],
+                   reference=True)
+    feeds = [{"x": rows(40, 3), "x2": rows(3, 2)}, {"x": rows(1, 3, seed=2), "x2": rows(1, 2)}]
+    compiled = s.check(feeds)
+    got = compiled.run(feeds[0])
+    assert all(len(set(got[y].tolist())) > 1 for y in labels)  # the data reaches more than one class
+    assert (got[probit_z][:, 1] == 0).all()
+    assert got[tie].tolist() == [4, 4, 4]
 
 
-@pytest.mark.parametrize("dtype", [np.float64, np.int64, np.int32])
-def test_svc_input_types_round_to_float(dtype):
-    attrs = svc_attrs("POLY", [2, 3, 2], 3, False, False)
-    x = (rows(25, 3) * 3).astype(dtype)
-    # the reference computes doubles in double and writes the scores of integer inputs as integers
-    check(svm_model("SVMClassifier", 3, dtype=dtype, **attrs), x, reference=False)
-    attrs = svc_attrs("POLY", [2, 3, 2], 3, True, False)
-    check(svm_model("SVMClassifier", 3, dtype=dtype, **attrs), x, reference=False)
-
-
-def test_svc_one_row_static_and_rank1():
-    attrs = svc_attrs("RBF", [2, 3, 2], 4, True, True)
-    x = rows(1, 4)
-    check(svm_model("SVMClassifier", 4, rows=1, **attrs), x, reference=False)
-    labels, z = onnxc.compile(svm_model("SVMClassifier", 4, rows=None, **attrs)).run({"x": x[0]}).values()
-    want = run_ort(svm_model("SVMClassifier", 4, rows=None, **attrs), x[0])
-    assert labels.tolist() == want[0].tolist() and z.shape == (1, 3)
-    np.testing.assert_allclose(z, want[1], rtol=1e-5, atol=1e-5)
+def test_svc_input_types_ranks_and_linear_mode():
+    """Every input type (rounded to float), a static one-row input and a 1-D one, and the linear mode
+    (no support vectors): binary with onnxruntime's label rule (mixed or positive weights, with and
+    without prob_a), 1 and 3 classes, int and string labels, every post transform."""
+    s = SideBySide()
+    for dt in (np.float64, np.int64, np.int32):
+        x = s.input(f"x_{np.dtype(dt).name}", helper.np_dtype_to_tensor_dtype(np.dtype(dt)), ["N", 3])
+        for proba in (False, True):  # the reference computes doubles in double: onnxruntime only
+            s.add("SVMClassifier", [x], 2, atol=1e-5, **svc_attrs("POLY", [2, 3, 2], 3, proba, False))
+    one, flat = s.input("one", TP.FLOAT, [1, 4]), s.input("flat", TP.FLOAT, [4])
+    for inp in (one, flat):
+        s.add("SVMClassifier", [inp], 2, atol=1e-5, **svc_attrs("RBF", [2, 3, 2], 4, True, True))
+    x2 = s.input("x2", TP.FLOAT, ["M", 2])
+    for coef in ([0.3, -0.2, -0.1, 0.4], [0.3, 0.2, 0.1, 0.4]):
+        for post in ("NONE", "LOGISTIC", "SOFTMAX", "PROBIT"):
+            for proba in ({}, {"prob_a": [-1.0], "prob_b": [0.0]}):
+                # the reference takes the argmax where onnxruntime's binary rule picks label 1
+                y, _ = s.add("SVMClassifier", [x2], 2, kernel_params=LINEAR, coefficients=coef, rho=[0.05],
+                             classlabels_ints=[5, 7], post_transform=post, atol=1e-5, **proba)
+                if coef[1] < 0 and post == "NONE" and not proba:
+                    mixed = y
+    x4 = s.input("x4", TP.FLOAT, ["K", 4])
+    rng = np.random.RandomState(3)
+    for post in ("NONE", "SOFTMAX", "SOFTMAX_ZERO", "LOGISTIC"):
+        for nc in (1, 3):  # the reference fails on string labels and labels 3 classes 1 or 0 with one rho
+            s.add("SVMClassifier", [x4], 2, kernel_type="RBF", kernel_params=[0.5, 0.0, 0.0],  # ignored: linear
+                  coefficients=rng.randn(nc * 4).tolist(), rho=[0.2], post_transform=post,
+                  classlabels_strings=["a", "b", "c"][:nc], atol=1e-5)
+            s.add("SVMClassifier", [x4], 2, kernel_params=LINEAR, coefficients=rng.randn(nc * 4).tolist(), rho=[0.2],
+                  post_transform=post, classlabels_ints=[4, 6, 8][:nc], atol=1e-5)
+    x2v = np.array([[1, 2], [-1, 0.5], [0.1, -0.2], [0, 0], [2, 1], [-2, -1]], np.float32)
+    feeds = []
+    for n in (25, 1):
+        xi = rows(n, 3) * 3
+        feeds.append({**{f"x_{np.dtype(dt).name}": xi.astype(dt) for dt in (np.float64, np.int64, np.int32)},
+                      "one": rows(1, 4), "flat": rows(1, 4)[0], "x2": x2v[:max(n // 4, 1)], "x4": rows(n, 4)})
+    compiled = s.check(feeds)
+    # mixed weights: top score 0.12 (class 0) > 0 and a tie at 0.05 both pick label 1
+    assert compiled.run(feeds[0])[mixed].tolist()[2:4] == [7, 7]
 
 
 def test_svc_threads_and_empty_batch():
     """At threads=2 the rows (from 32) run on the runtime's pool with one scratch block per pool slot: against
     onnxruntime and bit for bit against the one-thread build, for several values of the symbolic N."""
-    for kw in ({"kernel": "SIGMOID", "vpc": [4, 3, 5], "proba": True, "strings": False},
-               {"kernel": "RBF", "vpc": [6, 2], "proba": False, "strings": True}):
-        m = svm_model("SVMClassifier", 5, **svc_attrs(kw["kernel"], kw["vpc"], 5, kw["proba"], kw["strings"]))
-        two, one = onnxc.compile(m, threads=2), onnxc.compile(m, threads=1)
-        assert "onnxc_parallel(" in two.c_source and "omp parallel" not in two.c_source
-        x = rows(500, 5)
-        for n in (500, 32, 31, 1):
-            got = check(m, x[:n], threads=2, reference=False)
-            for g, w in zip(got, one.run({"x": x[:n]}).values()):
-                assert g.tolist() == w.tolist()
-        labels, z = two.run({"x": np.zeros((0, 5), np.float32)}).values()
-        assert labels.shape == (0,) and z.shape[0] == 0
+    s = SideBySide()
+    x = s.input("x", TP.FLOAT, ["N", 5])
+    s.add("SVMClassifier", [x], 2, atol=1e-5, **svc_attrs("SIGMOID", [4, 3, 5], 5, True, False))
+    s.add("SVMClassifier", [x], 2, atol=1e-5, **svc_attrs("RBF", [6, 2], 5, False, True))
     rng = np.random.RandomState(9)
-    r = svm_model("SVMRegressor", 5, kernel_type="POLY", kernel_params=KERNELS["POLY"], n_supports=7,
-                  support_vectors=rng.randn(35).tolist(), coefficients=rng.uniform(-1, 1, 7).tolist(), rho=[0.1])
-    x = rows(400, 5)
-    np.testing.assert_array_equal(check(r, x, threads=2, reference=False)[0], onnxc.compile(r).run({"x": x})["y"])
-
-
-def test_svc_vote_ties_pick_the_first_class():
-    # zero coefficients: the decision values are rho, and (0,1) > 0, (0,2) <= 0, (1,2) > 0 give each
-    # class one vote; the first class wins the tie
-    attrs = dict(kernel_type="LINEAR", kernel_params=[0.0, 0.0, 0.0], vectors_per_class=[1, 1, 1],
-                 support_vectors=[0.0] * 6, coefficients=[0.0] * 6, rho=[1.0, -1.0, 1.0], classlabels_ints=[4, 5, 6])
-    labels, _ = check(svm_model("SVMClassifier", 2, **attrs), rows(3, 2))
-    assert labels.tolist() == [4, 4, 4]
-
-
-# -- SVMClassifier, linear mode ---------------------------------------------------------------------
-
-@pytest.mark.parametrize("coef", [[0.3, -0.2, -0.1, 0.4], [0.3, 0.2, 0.1, 0.4]], ids=["mixed", "positive"])
-@pytest.mark.parametrize("post", ["NONE", "LOGISTIC", "SOFTMAX", "PROBIT"])
-def test_linear_binary(coef, post):
-    m = svm_model("SVMClassifier", 2, kernel_params=[0.0, 0.0, 0.0], coefficients=coef, rho=[0.05],
-                  classlabels_ints=[5, 7], post_transform=post)
-    x = np.array([[1, 2], [-1, 0.5], [0.1, -0.2], [0, 0], [2, 1], [-2, -1]], np.float32)
-    # the reference takes the argmax where onnxruntime's binary rule picks label 1
-    labels, _ = check(m, x, reference=False)
-    if coef[1] < 0:
-        assert labels.tolist()[2:4] == [7, 7]  # top score 0.12 (class 0) > 0, and a tie at 0.05
-    check(svm_model("SVMClassifier", 2, kernel_params=[0.0, 0.0, 0.0], coefficients=coef, rho=[0.05],
-                    classlabels_ints=[5, 7], post_transform=post, prob_a=[-1.0], prob_b=[0.0]), x, reference=False)
-
-
-@pytest.mark.parametrize("post", ["NONE", "SOFTMAX", "SOFTMAX_ZERO", "LOGISTIC"])
-@pytest.mark.parametrize("nc", [1, 3])
-def test_linear_multiclass(post, nc):
-    rng = np.random.RandomState(3)
-    m = svm_model("SVMClassifier", 4, kernel_type="RBF", kernel_params=[0.5, 0.0, 0.0],  # ignored: linear
-                  coefficients=rng.randn(nc * 4).tolist(), rho=[0.2], post_transform=post,
-                  classlabels_strings=["a", "b", "c"][:nc])
-    check(m, rows(20, 4), reference=False)  # the reference fails on string labels here
-    m = svm_model("SVMClassifier", 4, kernel_params=[0.0, 0.0, 0.0], coefficients=rng.randn(nc * 4).tolist(),
-                  rho=[0.2], post_transform=post, classlabels_ints=[4, 6, 8][:nc])
-    check(m, rows(20, 4), reference=False)  # with one rho the reference labels 3 classes 1 or 0
+    s.add("SVMRegressor", [x], kernel_type="POLY", kernel_params=KERNELS["POLY"], n_supports=7,
+          support_vectors=rng.randn(35).tolist(), coefficients=rng.uniform(-1, 1, 7).tolist(), rho=[0.1], atol=1e-5)
+    xv = rows(500, 5)
+    two = s.check([{"x": xv[:n]} for n in (500, 32, 31, 1)], threads=2)
+    one = onnxc.compile(s.model(s.nodes), threads=1)
+    assert "onnxc_parallel(" in two.c_source and "omp parallel" not in two.c_source
+    for n in (500, 32, 31, 1):
+        for (name, g), w in zip(two.run({"x": xv[:n]}).items(), one.run({"x": xv[:n]}).values()):
+            assert g.tolist() == w.tolist(), name
+    for out in two.run({"x": np.zeros((0, 5), np.float32)}).values():
+        assert out.shape[0] == 0
 
 
 # -- SVMRegressor -----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("kernel", list(KERNELS))
-@pytest.mark.parametrize("one_class", [0, 1])
-def test_regressor(kernel, one_class):
+def test_regressor_grid():
+    """Kernels x one_class, the linear mode on [N, F] and a static [1, F], and the other input types
+    (onnxruntime's SVMRegressor only takes float: its twin reads the same values as float; the reference
+    agrees for double)."""
+    s = SideBySide()
+    x = s.input("x", TP.FLOAT, ["N", 3])
     rng = np.random.RandomState(5)
-    m = svm_model("SVMRegressor", 3, kernel_type=kernel, kernel_params=KERNELS[kernel], n_supports=6,
-                  support_vectors=rng.randn(18).tolist(), coefficients=rng.uniform(-1, 1, 6).tolist(), rho=[-0.2],
-                  one_class=one_class)
-    y = check(m, rows(40, 3))[0]
-    assert y.shape == (40, 1)
-    if one_class:
-        assert set(y.ravel().tolist()) <= {-1.0, 1.0}
-
-
-@pytest.mark.parametrize("one_class", [0, 1])
-def test_regressor_linear_mode(one_class):
-    m = svm_model("SVMRegressor", 4, kernel_params=[0.0, 0.0, 0.0], coefficients=[0.5, -1.0, 0.25, 2.0],
-                  rho=[-0.3], one_class=one_class)
-    check(m, rows(17, 4))
-    check(svm_model("SVMRegressor", 4, rows=1, kernel_params=[0.0, 0.0, 0.0], coefficients=[0.5, -1.0, 0.25, 2.0],
-                    rho=[-0.3], one_class=one_class), rows(1, 4))
-
-
-def test_regressor_other_input_types_against_the_reference():
-    # onnxruntime's SVMRegressor only takes float; onnxc rounds every input type to float (small integers
-    # are exact, so the reference's double arithmetic agrees)
-    rng = np.random.RandomState(6)
+    one_class_outs = []
+    for kernel in KERNELS:
+        for one_class in (0, 1):
+            (y,) = s.add("SVMRegressor", [x], kernel_type=kernel, kernel_params=KERNELS[kernel], n_supports=6,
+                         support_vectors=rng.randn(18).tolist(), coefficients=rng.uniform(-1, 1, 6).tolist(),
+                         rho=[-0.2], one_class=one_class, reference=True, atol=1e-5)
+            one_class_outs += [y] * one_class
+    x4, one = s.input("x4", TP.FLOAT, ["M", 4]), s.input("one", TP.FLOAT, [1, 4])
+    for inp in (x4, one):
+        for one_class in (0, 1):
+            (y,) = s.add("SVMRegressor", [inp], kernel_params=LINEAR, coefficients=[0.5, -1.0, 0.25, 2.0],
+                         rho=[-0.3], one_class=one_class, reference=True)
+            one_class_outs += [y] * one_class
     attrs = dict(kernel_type="RBF", kernel_params=[0.1, 0.0, 0.0], n_supports=4, support_vectors=rng.randn(12).tolist(),
                  coefficients=rng.uniform(-1, 1, 4).tolist(), rho=[0.1])
-    x = rows(9, 3) * 4
-    want = run_ort(svm_model("SVMRegressor", 3, **attrs), np.round(x).astype(np.float32))[0]
     for dt in (np.float64, np.int64, np.int32):
-        xi = np.round(x).astype(dt)
-        got = onnxc.compile(svm_model("SVMRegressor", 3, dtype=dt, **attrs)).run({"x": xi})["y"]
-        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
-        if dt == np.float64:  # the reference writes integer outputs for integer inputs
-            ref = ReferenceEvaluator(svm_model("SVMRegressor", 3, dtype=dt, **attrs)).run(None, {"x": xi})[0]
-            np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+        xt = s.input(f"x_{np.dtype(dt).name}", helper.np_dtype_to_tensor_dtype(np.dtype(dt)), ["N", 3])
+        s.add("SVMRegressor", [xt], twin_ins=["x_int"], reference=dt == np.float64, atol=1e-5, **attrs)
+    s.input("x_int", TP.FLOAT, ["N", 3])
+    feeds = []
+    for n in (40, 1):
+        xi = np.round(rows(n, 3) * 4)
+        feeds.append({"x": rows(n, 3), "x4": rows(n + 2, 4), "one": rows(1, 4), "x_int": xi.astype(np.float32),
+                      **{f"x_{np.dtype(dt).name}": xi.astype(dt) for dt in (np.float64, np.int64, np.int32)}})
+    got = s.run(s.check(feeds), feeds[0])
+    assert all(y.shape[1] == 1 for y in got.values())
+    for name in one_class_outs:
+        assert set(got[name].ravel().tolist()) <= {-1.0, 1.0}, name
 
 
 # -- errors -----------------------------------------------------------------------------------------
+
+def svm_model(op: str, n_features, **attrs) -> onnx.ModelProto:
+    outs = ["y", "z"] if op == "SVMClassifier" else ["y"]
+    node = helper.make_node(op, ["x"], outs, domain=ML, **attrs)
+    g = helper.make_graph([node], "t", [helper.make_tensor_value_info("x", TP.FLOAT, ["N", n_features])],
+                          [onnx.ValueInfoProto(name=o) for o in outs])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(ML, 1)])
+
 
 @pytest.mark.parametrize("change,match", [
     ({"coefficients": [0.1] * 5}, "coefficients has 5 values, expected"),
@@ -259,9 +231,13 @@ def test_feature_count_checked():
     attrs = svc_attrs("RBF", [2, 3, 2], 3, False, False)
     with pytest.raises(onnxc.ShapeError, match="input has 4 features, the model expects 3"):
         onnxc.compile(svm_model("SVMClassifier", 4, **attrs))
-    m = onnxc.compile(svm_model("SVMClassifier", "F", **attrs))
-    with pytest.raises(onnxc.OnnxcError, match="the input has 5 features, the model expects 3"):
-        m.run({"x": rows(2, 5)})
-    reg = onnxc.compile(svm_model("SVMRegressor", "F", coefficients=[1.0, 2.0], rho=[0.0]))
+    s = SideBySide()
+    x, f = s.input("x", TP.FLOAT, ["N", "F"]), s.input("f", TP.FLOAT, ["N", "G"])
+    s.add("SVMClassifier", [x], 2, **attrs)
+    s.add("SVMRegressor", [f], coefficients=[1.0, 2.0], rho=[0.0])
+    m = onnxc.compile(s.model(s.nodes))
+    assert_same(m.run({"x": rows(2, 3), "f": rows(2, 2)})["n1_SVMRegressor_y0"].shape, np.array([2, 1]), "shape")
+    with pytest.raises(onnxc.OnnxcError, match="SVMClassifier.*the input has 5 features, the model expects 3"):
+        m.run({"x": rows(2, 5), "f": rows(2, 2)})
     with pytest.raises(onnxc.OnnxcError, match="SVMRegressor.*the input has 3 features, the model expects 2"):
-        reg.run({"x": rows(2, 3)})
+        m.run({"x": rows(2, 3), "f": rows(2, 3)})
