@@ -2,6 +2,7 @@
 
     python -m benchmarks.run [--threads 1|2] [--models a,b] [--quick] [--json FILE] [--no-memory] [--busy N]
     python -m benchmarks.run --suite real [...]   (the real-model suite: benchmarks/real_suite.py)
+    python -m benchmarks.run --suite quant [...]  (quantized models: benchmarks/quant_suite.py)
 
 Per model: onnxc compile time (cold: a fresh cache folder, so the C compiler runs, sharing only the
 runtime library, built once up front and timed on its own line; warm: the same compile again, a
@@ -159,15 +160,20 @@ def environment(threads: int) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     pre = argparse.ArgumentParser(add_help=False)
-    pre.add_argument("--suite", choices=("default", "real"), default="default")
+    pre.add_argument("--suite", choices=("default", "real", "quant"), default="default")
     ns, rest = pre.parse_known_args(argv)
     if ns.suite == "real":
         from benchmarks.real_suite import main as real_main
 
         return real_main(rest)
+    if ns.suite == "quant":
+        from benchmarks.quant_suite import main as quant_main
+
+        return quant_main(rest)
     ap = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--suite", choices=("default", "real"), default="default",
-                    help="the model set: this one (default) or the real-model suite (see --suite real --help)")
+    ap.add_argument("--suite", choices=("default", "real", "quant"), default="default",
+                    help="the model set: this one (default), the real-model suite (see --suite real --help) or "
+                    "the quantized models (--suite quant --help)")
     ap.add_argument("--threads", type=int, default=1, help="threads of both engines (default 1)")
     ap.add_argument("--models", help=f"comma-separated subset of: {', '.join(MODELS)}")
     ap.add_argument("--quick", action="store_true", help="few runs (smoke test), no memory measurement")
