@@ -23,6 +23,7 @@ from onnxc.passes.shapes.quant_layout import BYTE_TYPES, INT_RANGES, matmul_para
 from .base import KernelCtx, Operand, kernel
 from .nncommon import prod, unsupported
 from .parcall import par_call
+from .qconv_fast import fast_qconv, fast_qdwconv, fast_qmatmul
 from .quant import load, use
 
 COL_BUDGET = 1 << 21  # elements of the im2col buffer (and of the accumulators) per chunk
@@ -115,6 +116,9 @@ def _qmatmul(ctx: KernelCtx, a: int, b: int, za: int, zb: int, quantized: bool) 
     node, name = ctx.node, ctx.who
     A, B, Y = ctx.ins[a], ctx.ins[b], ctx.outs[0]
     use(ctx, [])
+    fast = fast_qmatmul(ctx, a, b, za, zb, quantized)
+    if fast is not None:
+        return fast
 
     def op(i: int) -> Operand | None:
         return ctx.ins[i] if i < len(ctx.ins) else None
@@ -233,6 +237,10 @@ def _qconv(ctx: KernelCtx, w: int, zx: int, zw: int, quantized: bool) -> str:
         par=par_call(ctx),
         setup=[], channel_setup=[], lo="0", hi="0", dot=dot, cstride="KG" if dot else "1",
     )
+    fast = fast_qconv(ctx, vals, w, zx, zw, quantized, list(win.kernel)) or fast_qdwconv(ctx, vals, w, zx, zw,
+                                                                                      quantized)
+    if fast is not None:
+        return fast
     if quantized:
         xs, ws, ys, zy, bias = ctx.ins[1], ctx.ins[4], ctx.ins[6], op(7), op(8)
         use(ctx, [xs.dtype])
