@@ -316,23 +316,18 @@ static void onnxc_ig_out_row(const onnxc_ig_epi *e, const int32_t *restrict acc,
         memcpy((int32_t *)e->out + o, acc, (size_t)nr * sizeof(int32_t));
         return;
     }
-    if (e->mode == ONNXC_IG_QLINEAR) {
-        const double zy = e->zy;
+    if (e->mode == ONNXC_IG_QLINEAR) { /* the reference rule, bit-exact (onnxc_quant.h) */
         int32_t ab[ONNXC_IG_NR];
-        if (e->ibias) { /* the int32 bias joins the accumulator (wrapping, like the reference's int32 sum) */
-            for (int j = 0; j < nr; j++)
-                ab[j] = (int32_t)((uint32_t)acc[j] + (uint32_t)e->ibias[e->per_n ? j0 + j : m]);
+        int32_t bias = 0;
+        if (e->ibias && e->per_n) { /* per-column int32 biases join the accumulators (wrapping) */
+            for (int j = 0; j < nr; j++) ab[j] = (int32_t)((uint32_t)acc[j] + (uint32_t)e->ibias[j0 + j]);
             acc = ab;
+        } else if (e->ibias) {
+            bias = e->ibias[m];
         }
-        if (e->per_n) {
-            const float *mu = e->mult + j0;
-#pragma omp simd
-            for (int j = 0; j < nr; j++) r[j] = onnxc_qclamp(rint((double)acc[j] * (double)mu[j] + zy), lo, hi);
-        } else {
-            const double mu = e->mult[m];
-#pragma omp simd
-            for (int j = 0; j < nr; j++) r[j] = onnxc_qclamp(rint((double)acc[j] * mu + zy), lo, hi);
-        }
+        onnxc_requant_row(acc, nr, bias, e->per_n ? e->mult + j0 : e->mult + m, e->per_n, e->zy, s8,
+                          s8 ? (void *)((int8_t *)e->out + o) : (void *)((uint8_t *)e->out + o));
+        return;
     } else {
         if (e->per_n) {
             const float *sc = e->scale + j0, *b = e->bias ? e->bias + j0 : NULL;

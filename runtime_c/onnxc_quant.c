@@ -2,6 +2,50 @@
 #include "onnxc_quant.h"
 #include "onnxc_pool.h"
 
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+#include <immintrin.h>
+#endif
+
+/* The double formula for elements [j0, j1) (the reference rule; also the lanes the float path defers). */
+static void onnxc_requant_span(const int32_t *acc, int64_t j0, int64_t j1, int32_t bias, const float *mult,
+                               int mult_per, int32_t zy, int s8, void *y) {
+    const double lo = s8 ? -128.0 : 0.0, hi = s8 ? 127.0 : 255.0;
+    for (int64_t j = j0; j < j1; j++) {
+        const double r = onnxc_requant((int32_t)((uint32_t)acc[j] + (uint32_t)bias), mult[mult_per ? j : 0],
+                                       (double)zy, lo, hi);
+        if (s8)
+            ((int8_t *)y)[j] = (int8_t)r;
+        else
+            ((uint8_t *)y)[j] = (uint8_t)r;
+    }
+}
+
+void onnxc_requant_row(const int32_t *acc, int64_t n, int32_t bias, const float *mult, int mult_per, int32_t zy,
+                       int s8, void *y) {
+    int64_t j = 0;
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+    const __m512i vb = _mm512_set1_epi32(bias), big = _mm512_set1_epi32(1 << 24);
+    const __m512 vz = _mm512_set1_ps((float)zy), half = _mm512_set1_ps(0.5f);
+    const __m512 lo = _mm512_set1_ps(s8 ? -128.0f : 0.0f), hi = _mm512_set1_ps(s8 ? 127.0f : 255.0f);
+    const __m512 m0 = _mm512_set1_ps(mult[0]);
+    for (; j + 16 <= n; j += 16) {
+        const __m512i v = _mm512_add_epi32(_mm512_loadu_si512((const void *)(acc + j)), vb);
+        const __m512 mu = mult_per ? _mm512_loadu_ps(mult + j) : m0;
+        const __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(v), mu, vz);
+        const __m512 r = _mm512_roundscale_ps(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        const __mmask16 tie = _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_sub_ps(f, r)), half, _CMP_EQ_OQ);
+        const __mmask16 wide = _mm512_cmpge_epi32_mask(_mm512_abs_epi32(v), big);
+        const __m512i q = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(r, lo), hi));
+        if (s8)
+            _mm_storeu_si128((__m128i *)((int8_t *)y + j), _mm512_cvtepi32_epi8(q));
+        else
+            _mm_storeu_si128((__m128i *)((uint8_t *)y + j), _mm512_cvtepi32_epi8(q));
+        if (tie | wide) onnxc_requant_span(acc, j, j + 16, bias, mult, mult_per, zy, s8, y);
+    }
+#endif
+    onnxc_requant_span(acc, j, n, bias, mult, mult_per, zy, s8, y);
+}
+
 /* The tiles: column chunks of NC (even) columns times blocks of 4 rows, numbered column chunk major. */
 typedef struct {
     int64_t N2, K, NC, mblocks, tiles, nch, lda, ldb, ldc;

@@ -30,6 +30,17 @@ static inline double onnxc_requant(int32_t acc, float mult, double zp, double lo
     return onnxc_qclamp(rint((double)acc * (double)mult + zp), lo, hi);
 }
 
+/* A row of requantized 8-bit outputs, bit-identical to onnxc_requant per element:
+ *     y[j] = saturate(rint((double)(int32_t)(acc[j] + bias) * (double)mult[j or 0] + zy))
+ * with y uint8 (s8 == 0) or int8, bias added with wrap-around, mult one value (mult_per == 0) or one per
+ * element. Computed in float32 where that gives the same integer: (float)v * mult + zy is a monotone
+ * rounding of the exact value that leaves the ties k + 1/2 (representable below 2^22) in place, so its
+ * rint differs from the exact one only when it lands on a tie; such lanes, and |v| >= 2^24 (not exact in
+ * float), are recomputed in double. Beyond |f| >= 2^22 both saturate. AVX-512: 16 lanes per step with
+ * intrinsics; elsewhere the double formula. Compiled once into the runtime library (onnxc_quant.c). */
+ONNXC_RT_API void onnxc_requant_row(const int32_t *acc, int64_t n, int32_t bias, const float *mult, int mult_per,
+                                    int32_t zy, int s8, void *y);
+
 /* Exact integer GEMM on zero-point-shifted operands:
  *     C[m * ldc + n] = sum_k A[m * lda + k] * BT[n * ldb + k]
  * A is M x K, BT is B transposed (N x K), both int16 with |values| <= 255 so every product fits; sums

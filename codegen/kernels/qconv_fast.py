@@ -157,7 +157,8 @@ def fast_qdwconv(ctx: KernelCtx, vals: dict, w: int, zx: int, zw: int, quantized
                KH=vals["K"][1], KW=vals["K"][2], SH=vals["S"][1], SW=vals["S"][2], DH=vals["Dl"][1],
                DW=vals["Dl"][2], PH=vals["P"][1], PW=vals["P"][2], checks=vals["checks"], name=ctx.who,
                quantized=quantized, Tx=X.dtype.c, Ty=Y.dtype.c, w=W.ptr, zx=_indexed(_op(ctx, zx), "0"),
-               zw=_indexed(_op(ctx, zw), "c"), par=vals["par"], slots=SLOTS, xs="0", ys="0", zy="0")
+               zw=_indexed(_op(ctx, zw), "c"), par=vals["par"], slots=SLOTS, xs="0", ys="0", zy="0",
+               s8=int(Y.dtype == DType.INT8))
     if quantized:
         xs, ws, ys = ctx.ins[1], ctx.ins[4], ctx.ins[6]
         lo, hi = INT_RANGES[Y.dtype]

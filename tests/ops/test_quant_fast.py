@@ -132,3 +132,31 @@ def test_fast_paths_two_threads_match_one():
     for i, w in enumerate(want):
         np.testing.assert_array_equal(one[f"y{i}"], w)
         np.testing.assert_array_equal(two[f"y{i}"], w)
+
+
+def test_requantization_ties_and_wide_accumulators():
+    """onnxc_requant_row computes in float where that is exact: multipliers of 1/2 and 1/4 put many
+    results on ties k + 1/2 (rounded to even in double), and biases near 2^25 make accumulators float
+    cannot hold; both must come out as the reference's double formula gives them."""
+    m = Model()
+    for k, (mult_w, bias) in enumerate(((1 / 64, 3), (1 / 128, -7), (0.5, (1 << 25) + 1), (1.0, -(1 << 25) - 3))):
+        for group, ws in ((1, (16, 8, 3, 3)), (8, (8, 1, 3, 3))):
+            j = 2 * k + (group > 1)
+            x = m.input(f"x{j}", q8(np.uint8, 1, 8, 9, 9))
+            m.node("QLinearConv", [x, m.const(f"xs{j}", np.float32(1.0)), m.const(f"xz{j}", np.uint8(128)),
+                                   m.const(f"w{j}", RNG.integers(-3, 4, ws).astype(np.int8)),
+                                   m.const(f"ws{j}", np.float32(mult_w)),
+                                   m.const(f"wz{j}", np.int8(0)), m.const(f"ys{j}", np.float32(1.0 if k < 2 else 1 << 19)),
+                                   m.const(f"yz{j}", np.uint8(100)), m.const(f"b{j}", np.full(ws[0], bias, np.int32))],
+                   group=group, pads=[1, 1, 1, 1])
+    model = m.proto()
+    want = ReferenceEvaluator(model).run(None, m.feeds)
+    got = onnxc.compile(model).run(m.feeds)
+    for i, w in enumerate(want):
+        np.testing.assert_array_equal(got[f"y{i}"], w, err_msg=f"node {i}")
+    # the first node really has ties in the unsaturated range
+    x = np.pad(m.feeds["x0"].astype(np.int64) - 128, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    w0 = numpy_helper.to_array(next(i for i in m.inits if i.name == "w0")).astype(np.int64)
+    acc = sum(np.einsum("nchw,mc->nmhw", x[:, :, a:a + 9, b:b + 9], w0[:, :, a, b]) for a in range(3) for b in range(3))
+    exact = (acc + 3) / 64 + 100
+    assert np.count_nonzero((exact % 1 == 0.5) & (exact > 0) & (exact < 255)) >= 5
