@@ -38,6 +38,7 @@ from onnxc.ir import (
     TensorType,
     UnsupportedOpError,
     Value,
+    dtype_from_numpy,
 )
 from onnxc.ir.dims import free_symbols, sym, to_c
 from onnxc.ir.mapped import release
@@ -364,6 +365,13 @@ class _Lowerer:
             self.buffers[b.id] = b
             self.pending[b.id] = np.ascontiguousarray(data, dtype=src.dtype.np)
             args[pos] = (b.id, False)
+        for param, data in ctx.blobs:  # tables the kernel put in the weights blob (KernelCtx.blob_table)
+            b = Buffer(self._nb, "weight", dtype_from_numpy(data.dtype), (int(data.size),))
+            self._nb += 1
+            self.buffers[b.id] = b
+            self.pending[b.id] = data
+            params.append(f"const {b.ctype} *restrict {param}")
+            args.append((b.id, False))
         allocs = [] if kd.allocates else None
         for i, v in enumerate(node.outputs):
             b = self.new_buffer("temp", v)

@@ -71,11 +71,11 @@ def _value(a: Any, kind: str, label: str, base_dir: DataDir | str | None, build_
     if kind == "TYPE_PROTO":
         return convert_type(a.tp, a.name)
     if kind == "FLOATS":
-        return [float(x) for x in a.floats]
-    if kind == "INTS":
-        return [int(x) for x in a.ints]
+        return list(a.floats)  # Python floats already: list() is twice as fast as a comprehension (tree ensembles
+    if kind == "INTS":         # hold millions of entries)
+        return list(a.ints)
     if kind == "STRINGS":
-        return [decode_str(s) for s in a.strings]
+        return _strings(a.strings)
     if kind == "TENSORS":
         return [tensor_to_array(t, base_dir, f"{label} tensor #{i}") for i, t in enumerate(a.tensors)]
     if kind == "SPARSE_TENSORS":
@@ -84,3 +84,13 @@ def _value(a: Any, kind: str, label: str, base_dir: DataDir | str | None, build_
     if kind == "GRAPHS":
         return [build_graph(g, f"{label} graph #{i}") for i, g in enumerate(a.graphs)]
     return [convert_type(tp, a.name) for tp in a.type_protos]  # TYPE_PROTOS
+
+
+def _strings(items: Any) -> list:
+    """Decoded STRINGS, each distinct value decoded once (a tree ensemble's millions of ``nodes_modes``
+    hold a handful of values)."""
+    raw = list(items)
+    if len(raw) < 64:
+        return [decode_str(s) for s in raw]
+    text = {s: decode_str(s) for s in set(raw)}
+    return [text[s] for s in raw]

@@ -48,7 +48,8 @@ def _freeze(x: Any) -> Any:
     if isinstance(x, np.generic):
         return _freeze(np.asarray(x))
     if isinstance(x, (list, tuple)):
-        return ("l", tuple(_freeze(e) for e in x))
+        flat = _freeze_flat(x) if len(x) > 64 else None
+        return flat if flat is not None else ("l", tuple(_freeze(e) for e in x))
     if isinstance(x, dict):
         return ("d", tuple(sorted((k, _freeze(v)) for k, v in x.items())))
     try:
@@ -58,20 +59,67 @@ def _freeze(x: Any) -> Any:
     return ("h", type(x).__name__, x)  # e.g. symbolic Dims of onnxc::SymValue
 
 
-def node_key(node: Node) -> tuple | None:
-    """What makes two nodes compute the same values; None when the node must not be merged."""
+def _freeze_flat(x: list | tuple) -> tuple | None:
+    """The key of a long list of ints only, floats only or strings only (attributes of millions of entries:
+    tree ensembles) in one numpy step; None for other lists. Equal lists get equal keys, lists of
+    different kinds different ones (as element by element)."""
+    kinds = set(map(type, x))
+    if kinds == {int}:
+        try:
+            return ("li", np.array(x, dtype=np.int64).tobytes())
+        except OverflowError:
+            return None
+    if kinds == {float}:
+        return ("lf", np.array(x, dtype=np.float64).tobytes())
+    if kinds == {str}:
+        return ("ls", tuple(x))
+    return None
+
+
+def _base_key(node: Node) -> tuple | None:
+    """``node_key`` but the attributes (cheap to compute: nodes merge only when these agree)."""
     if node.op_type in RANDOM_OPS and node.domain in ("", "ai.onnx"):
         return None
     if any(True for _ in node.subgraphs()) or getattr(node, "defines_dims", None):
         return None  # subgraphs; or run-time dims: each node defines its own variables
-    try:
-        attrs = tuple(sorted((a.name, a.kind, _freeze(a.value)) for a in node.attrs.values()))
-    except _Unhashable:
-        return None
     ins = tuple(-1 if v is None else v.id for v in node.inputs)
     # output types too: an internal op such as onnxc::SymValue takes its type from its output value
     outs = tuple(repr(o.type) for o in node.outputs)
-    return (node.domain, node.op_type, node.version, node.overload, attrs, ins, outs)
+    return (node.domain, node.op_type, node.version, node.overload, ins, outs)
+
+
+def _attrs_key(node: Node) -> tuple | None:
+    try:
+        return tuple(sorted((a.name, a.kind, _freeze(a.value)) for a in node.attrs.values()))
+    except _Unhashable:
+        return None
+
+
+def node_key(node: Node) -> tuple | None:
+    """What makes two nodes compute the same values; None when the node must not be merged."""
+    base = _base_key(node)
+    attrs = None if base is None else _attrs_key(node)
+    return None if attrs is None else (*base, attrs)
+
+
+def _same(group: list[list], n: Node) -> Node | None:
+    """The node of ``group`` (entries [attribute key or None: not computed yet, node]) that ``n`` repeats,
+    else None (``n`` joins the group). Attributes are compared only between nodes that agree on everything
+    else: a node alone with its inputs (a forest's millions of attribute entries) is never hashed."""
+    if not group:
+        group.append([None, n])
+        return None
+    key = _attrs_key(n)
+    if key is None:
+        return None
+    for entry in group:
+        if entry[0] is None:
+            k = _attrs_key(entry[1])
+            entry[0] = ("unhashable", id(entry[1])) if k is None else k
+        if entry[0] == key:
+            return entry[1]
+    group.append([key, n])
+    return None
 
 
 def const_key(v: Value) -> tuple | None:
@@ -139,17 +187,17 @@ def cse_graph(g: Graph) -> bool:
     changed = _merge_constants(g, nested)
     live = _live(g)
     public = _public(g)
-    seen: dict[tuple, Node] = {}
+    seen: dict[tuple, list[list]] = {}  # _base_key -> the nodes with it (_same)
     for n in list(g.nodes):
         for sg in n.subgraphs():
             changed |= cse_graph(sg)
         if n.id not in live:
             continue
-        key = node_key(n)
+        key = _base_key(n)
         if key is None:
             continue
-        first = seen.setdefault(key, n)
-        if first is n or any(o.id in public for o in n.outputs):
+        first = _same(seen.setdefault(key, []), n)
+        if first is None or any(o.id in public for o in n.outputs):
             continue
         for old, new in zip(n.outputs, first.outputs):
             _rewire(old, new, g, nested)

@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from onnxc.ir import Dim, DType, Node, TensorType, Value, innermost, to_c
+from onnxc.ir import Dim, DType, Node, TensorType, Value, dtype_from_numpy, innermost, to_c
 from onnxc.ir.dims import Expr, evaluate, is_static
 from onnxc.ir.mapped import release
 
@@ -112,6 +112,7 @@ class KernelCtx:
     repacked: dict[int, np.ndarray] = field(default_factory=dict)  # input index -> data (repack_const)
     # ids of the nodes whose kernels may grow their weights (codegen/weight_budget.py); None: all may
     grow_weights: set[int] | None = None
+    blobs: list[tuple[str, np.ndarray]] = field(default_factory=list)  # (parameter, data): blob_table
 
     def may_grow_weights(self) -> bool:
         """Whether this node's kernel may take a path that stores its constants transformed and larger."""
@@ -156,6 +157,26 @@ class KernelCtx:
             raise ValueError(f"input {i} of {self.node.describe()} is not a constant")
         self.repacked[i] = data
         release(op.const)  # read once to pack it: a weight mapped from the model's file lets go of its pages
+
+    def blob_table(self, name: str, data: np.ndarray) -> str:
+        """Put ``data`` (a numeric or bool array, stored flat in C order) in the weights blob, 64-byte aligned,
+        and return the name of the kernel parameter ``const T *restrict bt_<name>`` pointing at it (T: the C
+        type of its dtype). For tables a kernel derives from attributes (tree nodes, lookup keys, support
+        vectors): unlike C literal tables they cost the C compiler nothing, and identical kernels over
+        different data share their C. Loops run by ``par_for`` get the pointer through ``captures`` (it is
+        not an operand): ``blob_captures()``."""
+        param = f"bt_{name}"
+        if not name.isidentifier() or any(p == param for p, _ in self.blobs):
+            raise ValueError(f"blob table name {name!r} is not a fresh C identifier")
+        arr = np.ascontiguousarray(data)
+        if arr.dtype.kind not in "biuf":
+            raise ValueError(f"blob table {name!r}: {arr.dtype} is not a numeric type")
+        self.blobs.append((param, arr))
+        return param
+
+    def blob_captures(self) -> list[tuple[str, str]]:
+        """(C type, name) of the blob_table parameters so far: the ``captures`` of a ``par_for`` that reads them."""
+        return [(f"const {dtype_from_numpy(a.dtype).c} *", p) for p, a in self.blobs]
 
 
 def element_type(t: object) -> DType | None:

@@ -1,8 +1,9 @@
 """Kernels of ai.onnx.ml LabelEncoder, ArrayFeatureExtractor and Binarizer.
 
 LabelEncoder looks keys up by binary search in a table sorted at compile time (strcmp order for
-strings; a NaN key is tested separately), with the values in a parallel table; string values are
-pointers to static literals, so no string is made at run time. Opset 1's int64 -> string form
+strings; a NaN key is tested separately), with the values in a parallel table; keys and numeric values
+are data in the weights blob (codegen/kernels/strpool.py for strings), string values pointers to static
+literals, so no string is made at run time. Opset 1's int64 -> string form
 indexes ``classes_strings``. ArrayFeatureExtractor gathers along the last axis after checking every
 index (like onnxruntime, negative indices are errors); it moves strings as pointers. Binarizer
 writes ``x > threshold`` as 1 or 0 in the input's type; a NaN input is a run-time error, as in
@@ -11,12 +12,15 @@ onnxruntime (the reference writes 0).
 
 from __future__ import annotations
 
+import numpy as np
+
 from onnxc.ir import DType, Node
 from onnxc.passes.shapes.ml import ML, label_map
 
 from .base import KernelCtx, kernel
 from .copyutil import cprod
-from .ctables import literal, table, typed_table
+from .ctables import literal, typed_table
+from .strpool import string_pool
 
 _LABEL_TYPES = frozenset({DType.STRING, DType.INT64, DType.INT32, DType.INT16, DType.FLOAT, DType.DOUBLE})
 
@@ -33,7 +37,10 @@ def _label_accepts(node: Node) -> str | None:
 def label_encoder(ctx: KernelCtx) -> str:
     m = label_map(ctx.node)
     x = ctx.ins[0]
-    vals = typed_table(ctx, m.value_type, m.values)
+    if m.value_type == DType.STRING:  # the output points at the strings: static literals
+        vals = typed_table(ctx, m.value_type, m.values)
+    else:
+        vals = ctx.blob_table("values", np.asarray(m.values, dtype=m.value_type.np))
     dflt = literal(m.default, m.value_type)
     lines = [f"const int64_t n_ = {x.numel()};", "for (int64_t i = 0; i < n_; i++) {"]
     if m.index:
@@ -41,14 +48,14 @@ def label_encoder(ctx: KernelCtx) -> str:
                   f"out0[i] = v >= 0 && v < {len(m.values)} ? {vals}[v] : {dflt};", "}", "return 0;"]
         return "\n".join(lines)
     if m.key_type == DType.STRING:
-        keys = table(ctx, "onnxc_str", [literal(k, DType.STRING) for k in m.keys])
+        key = string_pool(ctx, "keys", m.keys)
         lines += ["const char *v = in0[i];", "int64_t lo = 0, hi = " + str(len(m.keys)) + ";", "int hit = 0;",
-                  "while (lo < hi) {", "const int64_t mid = (lo + hi) / 2;", f"const int c = strcmp({keys}[mid], v);",
+                  "while (lo < hi) {", "const int64_t mid = (lo + hi) / 2;", f"const int c = strcmp({key('mid')}, v);",
                   "if (c == 0) { lo = mid; hit = 1; break; }", "if (c < 0) lo = mid + 1; else hi = mid;", "}"]
     else:
         floats = m.key_type in (DType.FLOAT, DType.DOUBLE)
         kt = "double" if floats else "int64_t"
-        keys = table(ctx, kt, [literal(k, DType.DOUBLE if floats else DType.INT64) for k in m.keys])
+        keys = ctx.blob_table("keys", np.asarray(m.keys, dtype=np.float64 if floats else np.int64))
         lines.append(f"const {kt} v = ({kt})in0[i];")
         if floats:
             nan = dflt if m.nan_value is None else literal(m.nan_value, m.value_type)

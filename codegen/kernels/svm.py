@@ -1,7 +1,8 @@
 """Kernels of ai.onnx.ml SVMClassifier and SVMRegressor (ml opset 1), written to match onnxruntime.
 
 The attributes are validated and decoded once (passes/shapes/ml_svm.py ``svm_spec``); support
-vectors, coefficients, rho and the Platt coefficients become static float tables. Like onnxruntime,
+vectors, coefficients, rho and the Platt coefficients become float tables in the weights blob (no C
+literals: thousands of support vectors cost the C compiler nothing). Like onnxruntime,
 every input type (float, double, int64, int32) is first rounded to float. A row's kernel values
 ``K(x, sv)`` are computed directly per support vector: LINEAR ``x.sv``, POLY
 ``(gamma x.sv + coef0)^degree``, SIGMOID ``tanh(gamma x.sv + coef0)``, RBF ``exp(-gamma sum (x -
@@ -46,6 +47,8 @@ wrong feature count is a run-time error (onnxruntime's classifier does not check
 """
 
 from __future__ import annotations
+
+import numpy as np
 
 from onnxc.ir import DType
 from onnxc.passes.shapes.ml import ML
@@ -106,8 +109,9 @@ ROWS_PAR_MIN = 32  # rows from which the rows run on several threads
 _POST = {"NONE": 0, "SOFTMAX": 1, "LOGISTIC": 2, "SOFTMAX_ZERO": 3, "PROBIT": 4}
 
 
-def _ftable(ctx: KernelCtx, values: list[float]) -> str:
-    return table(ctx, "float", [float_lit(v, single=True) for v in values])
+def _ftable(ctx: KernelCtx, name: str, values: list[float]) -> str:
+    """A float table in the weights blob (bodies on the pool read it through ``ctx.blob_captures()``)."""
+    return ctx.blob_table(name, np.asarray(values, dtype=np.float32))
 
 
 def _f(v: float) -> str:
@@ -148,16 +152,17 @@ def _rows(ctx: KernelCtx, spec: SvmSpec, dscratch: str, fscratch: str, body: lis
             f"float *fs_ = fs_all_ + (int64_t)slot_ * {fscratch};", "(void)ws_;", "float *restrict xf = fs_;",
             f"for (int64_t k = 0; k < {spec.n_features}; k++) xf[k] = (float)in0[r * {spec.n_features} + k];", *body]
     lines += par_for(ctx, "r", "n_", rows, work="n_", grain=ROWS_PAR_MIN // 2, head=lines[:1],
-                     captures=[("double *", "ws_all_"), ("float *", "fs_all_")])
+                     captures=[("double *", "ws_all_"), ("float *", "fs_all_"), *ctx.blob_captures()])
     lines += ["free(ws_all_);", "free(fs_all_);", "return 0;"]
     return "\n".join(lines)
 
 
 def _classifier_svc(ctx: KernelCtx, spec: SvmSpec, labels: str) -> str:
     nc, nv, npair, ns = spec.n_classes, spec.n_vectors, spec.n_pairs, spec.n_scores
-    sv, coef, rho = _ftable(ctx, spec.support_vectors), _ftable(ctx, spec.coefficients), _ftable(ctx, spec.rho)
-    start = int_table(ctx, spec.starts)
-    count = int_table(ctx, spec.vectors_per_class)
+    sv, coef = _ftable(ctx, "sv", spec.support_vectors), _ftable(ctx, "coef", spec.coefficients)
+    rho = _ftable(ctx, "rho", spec.rho)
+    start = ctx.blob_table("start", np.asarray(spec.starts, dtype=np.int64))
+    count = ctx.blob_table("count", np.asarray(spec.vectors_per_class, dtype=np.int64))
     post = _POST[spec.post]
     # float scratch: the row [F], the pair scores [pairs], then (probabilities) r and Q [nc * nc] each, Qp [nc]
     f_sc = spec.n_features
@@ -175,7 +180,7 @@ def _classifier_svc(ctx: KernelCtx, spec: SvmSpec, labels: str) -> str:
              "int64_t best = 0;", f"for (int64_t c = 1; c < {nc}; c++) if (votes[best] < votes[c]) best = c;",
              f"out0[r] = {labels}[best];", f"float *restrict z = out1 + r * {ns};"]
     if spec.proba:
-        pa, pb = _ftable(ctx, spec.prob_a), _ftable(ctx, spec.prob_b)
+        pa, pb = _ftable(ctx, "prob_a", spec.prob_a), _ftable(ctx, "prob_b", spec.prob_b)
         body += [f"float *restrict pr = fs_ + {f_prob}, *restrict Q = pr + {nc * nc}, *restrict Qp = Q + {nc * nc};",
                  f"for (int64_t c = 0; c < {nc * nc}; c++) pr[c] = 0.0f;", "p = 0;",
                  f"for (int64_t i = 0; i < {nc - 1}; i++)", f"for (int64_t j = i + 1; j < {nc}; j++, p++) {{",
@@ -198,7 +203,7 @@ def _classifier_svc(ctx: KernelCtx, spec: SvmSpec, labels: str) -> str:
 
 def _classifier_linear(ctx: KernelCtx, spec: SvmSpec, labels: str) -> str:
     nc, f, post = spec.n_classes, spec.n_features, _POST[spec.post]
-    coef = _ftable(ctx, spec.coefficients)
+    coef = _ftable(ctx, "coef", spec.coefficients)
     body = [f"float *restrict z = out1 + r * {nc};", f"for (int64_t c = 0; c < {nc}; c++) {{", "double d = 0.0;",
             f"const float *restrict w = {coef} + c * {f};",
             f"for (int64_t k = 0; k < {f}; k++) d += (double)xf[k] * (double)w[k];",
@@ -232,9 +237,9 @@ def svm_classifier(ctx: KernelCtx) -> str:
 @kernel("SVMRegressor", domain=ML, types=INPUT_TYPES)
 def svm_regressor(ctx: KernelCtx) -> str:
     spec = regressor_spec(ctx.node)
-    coef = _ftable(ctx, spec.coefficients)
+    coef = _ftable(ctx, "coef", spec.coefficients)
     if spec.svc:
-        body = _kernel_values(spec, _ftable(ctx, spec.support_vectors), spec.n_vectors, "kv")
+        body = _kernel_values(spec, _ftable(ctx, "sv", spec.support_vectors), spec.n_vectors, "kv")
         body[:0] = ["double *restrict kv = ws_;"]
         body += ["double s = 0.0;", f"for (int64_t v = 0; v < {spec.n_vectors}; v++) s += {coef}[v] * kv[v];"]
     else:

@@ -2,22 +2,25 @@
 
 At compile time the pool of n-grams becomes a trie (built exactly as the reference and onnxruntime
 build theirs: n-gram ids count every pool entry, also of sizes outside [min_gram_length,
-max_gram_length], and a repeated n-gram keeps the last id) and then static tables: the sorted
-vocabulary of pool items, and per trie node its children (sorted token numbers, child node) and the
-output column it counts into (or -1). At run time each row's items become token numbers by binary
-search, then for each skip distance every start position walks the trie, counting every n-gram of
-at least the current minimum size; unigrams count in the first pass only. The counts are weighted
-per ``mode``: TF (counts), IDF (weight, or 1, where the count is positive), TFIDF (count * weight).
+max_gram_length], and a repeated n-gram keeps the last id) and then tables, data in the weights blob
+(a big pool costs the C compiler nothing): the sorted vocabulary of pool items, and per trie node its
+children (sorted token numbers, child node) and the output column it counts into (or -1). At run time
+each row's items become token numbers by binary search, then for each skip distance every start
+position walks the trie, counting every n-gram of at least the current minimum size; unigrams count in
+the first pass only. The counts are weighted per ``mode``: TF (counts), IDF (weight, or 1, where the
+count is positive), TFIDF (count * weight).
 """
 
 from __future__ import annotations
+
+import numpy as np
 
 from onnxc.ir import DType, Node, ShapeError
 from onnxc.passes.shapes.ml import tfidf_output_size
 
 from ..templating import c_string
 from .base import KernelCtx, kernel
-from .ctables import float_lit, int_table, str_lit, table
+from .strpool import string_pool
 
 MODES = ("TF", "IDF", "TFIDF")
 
@@ -102,14 +105,20 @@ def tfidf(ctx: KernelCtx) -> str:
         if g > len(indexes):
             raise ShapeError(f"{node.describe()}: n-gram {g} has no entry in ngram_indexes ({len(indexes)} entries)")
         out.append(indexes[g - 1] if g else -1)
-    voc = (table(ctx, "onnxc_str", [str_lit(s) for s in vocab]) if strings else int_table(ctx, vocab))
-    t_start, t_tok, t_kid, t_out = (int_table(ctx, v, "int32_t") for v in (start, toks, kids, out))
+    if strings:
+        item = string_pool(ctx, "vocab", vocab)
+    else:
+        voc = ctx.blob_table("vocab", np.asarray(vocab, dtype=np.int64))
+        item = lambda i: f"{voc}[{i}]"  # noqa: E731
+    t_start, t_tok, t_kid, t_out = (ctx.blob_table(name, np.asarray(v, dtype=np.int32)) for name, v in
+                                    (("start", start), ("tok", toks), ("kid", kids), ("out", out)))
     rows, cols = (x.dims[0], x.dims[1]) if x.rank == 2 else ("1", x.dims[0] if x.rank == 1 else "1")
-    less = f"strcmp({voc}[mid], v) < 0" if strings else f"{voc}[mid] < v"
-    equal = f"strcmp({voc}[lo], v) == 0" if strings else f"{voc}[lo] == v"
+    less = f"strcmp({item('mid')}, v) < 0" if strings else f"{item('mid')} < v"
+    equal = f"strcmp({item('lo')}, v) == 0" if strings else f"{item('lo')} == v"
     vdecl = "const char *v = row[j];" if strings else "const int64_t v = (int64_t)row[j];"
-    weight = (lambda i: f"{table(ctx, 'float', [float_lit(w, True) for w in weights[:size]])}[{i}]") if weights else (
-        lambda i: "1.0f")
+    if weights:
+        w_tab = ctx.blob_table("weights", np.asarray(weights[:size], dtype=np.float32))
+    weight = (lambda i: f"{w_tab}[{i}]") if weights else (lambda i: "1.0f")
     mode = node.attr("mode")
     finish = {"TF": [], "IDF": [f"for (int64_t i = 0; i < {size}; i++) y[i] = y[i] > 0.0f ? {weight('i')} : 0.0f;"],
               "TFIDF": [f"for (int64_t i = 0; i < {size}; i++) y[i] *= {weight('i')};"]}[mode]

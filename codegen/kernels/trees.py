@@ -1,21 +1,27 @@
-"""Kernel of ai.onnx.ml TreeEnsemble (opset 5).
+"""Kernel of ai.onnx.ml TreeEnsemble (opset 5), and the Forest every tree-ensemble kernel runs.
 
-The attributes are validated at compile time (every reachable node and leaf index in range, trees
-acyclic, targets in range, one membership set per BRANCH_MEMBER node) and flattened into static
-tables: per node its feature, mode, threshold and two child references (``>= 0``: a node, ``< 0``:
-leaf ``-ref - 1``). At run time every row walks every tree; comparisons run in double, as in the
-reference, and a NaN feature follows the true branch where ``nodes_missing_value_tracks_true`` says
-so. Leaf weights aggregate per target in double (SUM, AVERAGE = SUM / number of trees, MIN, MAX; a
-target no leaf reached is 0, as in onnxruntime), then ``post_transform`` applies per row: SOFTMAX,
-LOGISTIC, SOFTMAX_ZERO (zeros stay zero) or PROBIT (the normal quantile, sqrt(2) erfinv(2x - 1)).
-Rows run on the runtime's pool when the model may use several threads; float inputs of single-mode
-forests take the runtime's block walk (runtime_c/onnxc_forest.h).
+A forest of ten thousand trees is data, not code: its attributes are validated and flattened with
+numpy (never a Python object per node) into a Forest of flat arrays, which ``walk_rows`` stores in the
+model's weights blob in the layout of runtime_c/onnxc_forest.h (16 bytes a node: feature and truth
+mask, float threshold, children; leaf weights apart) for the runtime's walk. The generated C is the
+same few lines whatever the number of nodes. Checks, with errors naming the node: every node and leaf
+reference in range, trees acyclic (Kahn's layering over all trees at once, a numpy step per depth
+level, which also gives each tree's depth for the block walk), targets in range, one membership set
+per BRANCH_MEMBER node, feature indices below 2**28.
+
+Semantics (as onnxruntime): comparisons run in double where a threshold is not a float or the input is
+double (float otherwise: the same result), integer inputs are compared as float; a NaN feature follows
+the true branch where ``nodes_missing_value_tracks_true`` says so. Leaf weights aggregate per target in
+double (SUM, AVERAGE = SUM / number of trees, MIN, MAX; a target no leaf reached is 0), then
+``post_transform`` applies per row: SOFTMAX, LOGISTIC, SOFTMAX_ZERO (zeros stay zero) or PROBIT (the
+normal quantile, sqrt(2) erfinv(2x - 1)). Blocks of rows run on the runtime's pool when the model may
+use several threads.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -24,41 +30,70 @@ from onnxc.passes.shapes.ml import ML, tree_targets
 
 from . import half, ml_post
 from .base import KernelCtx, kernel
-from .ctables import double_table, float_lit, int_table, table
 from .parfor import par_for
-
-_CMP = {0: "v <= {s}", 1: "v < {s}", 2: "v >= {s}", 3: "v > {s}", 4: "v == {s}", 5: "v != {s}"}
+from .trees_layout import forest_tables, tree_depths
 
 
 @dataclass
 class Forest:
-    """A TreeEnsemble's trees as flat tables (see the module doc)."""
+    """A tree ensemble as flat arrays. Node references: ``>= 0`` a branch node, ``< 0`` leaf ``-ref - 1``."""
 
-    roots: list[int]
-    feature: list[int]
-    mode: list[int]
-    split: list[float]
-    true_ref: list[int]
-    false_ref: list[int]
-    missing: list[int]
-    leaf_target: list[int]
-    leaf_weight: list[float]
-    leaf_start: list[int] | None = None  # CSR over the leaf_* lists (n_leaves + 1); None: leaf l has entry l
-    set_off: list[int] = field(default_factory=list)
-    set_len: list[int] = field(default_factory=list)
-    members: list[float] = field(default_factory=list)
+    roots: np.ndarray        # per tree: its root (a reference)
+    feature: np.ndarray      # per branch node: the feature it reads
+    mode: np.ndarray         # per branch node: 0 LEQ, 1 LT, 2 GTE, 3 GT, 4 EQ, 5 NEQ, 6 MEMBER
+    split: np.ndarray        # per branch node: the threshold (float64)
+    true_ref: np.ndarray     # per branch node: the child taken when the test holds
+    false_ref: np.ndarray
+    missing: np.ndarray      # per branch node: a NaN feature takes the true branch
+    leaf_target: np.ndarray  # per leaf weight: its target
+    leaf_weight: np.ndarray  # per leaf weight (float64)
+    leaf_start: np.ndarray | None = None  # CSR over the weights (n_leaves + 1); None: leaf l has weight l
+    set_off: np.ndarray | None = None     # per branch node: its set in ``members`` (-1: not MEMBER)
+    set_len: np.ndarray | None = None
+    members: np.ndarray | None = None     # the sorted sets of BRANCH_MEMBER nodes, one after the other
+    depths: np.ndarray | None = None      # per tree: branch nodes on its longest path (tree_depths)
 
-
-def _ints(node: Node, name: str, default=None) -> list[int]:
-    v = node.attr(name, default)
-    if v is None:
-        raise ShapeError(f"{node.describe()}: attribute {name!r} is required")
-    return [int(x) for x in np.asarray(v).reshape(-1).tolist()]
+    @property
+    def n_leaves(self) -> int:
+        return len(self.leaf_start) - 1 if self.leaf_start is not None else len(self.leaf_weight)
 
 
-def _floats(node: Node, name: str) -> list[float]:
+def ints(node: Node, name: str, default=None) -> np.ndarray:
+    """Attribute ``name`` as a flat int64 array; ``default`` when absent (an error when that is None)."""
     v = node.attr(name)
-    return [] if v is None else [float(x) for x in np.asarray(v, dtype=np.float64).reshape(-1).tolist()]
+    if v is None:
+        if default is None:
+            raise ShapeError(f"{node.describe()}: attribute {name!r} is required")
+        return np.asarray(default, dtype=np.int64)
+    return np.asarray(v, dtype=np.int64).reshape(-1)
+
+
+def floats(node: Node, name: str) -> np.ndarray:
+    v = node.attr(name)
+    return np.zeros(0) if v is None else np.asarray(v, dtype=np.float64).reshape(-1)
+
+
+def membership(mode: np.ndarray, values: np.ndarray, bad) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(set_off, set_len, members): the NaN-delimited sets of ``values``, one per BRANCH_MEMBER node in node
+    order, each sorted without repeats."""
+    is_member = mode == 6
+    ends = np.flatnonzero(np.isnan(values))
+    if len(ends) != int(is_member.sum()):
+        raise bad(f"membership_values holds {len(ends)} NaN-delimited sets for {int(is_member.sum())} "
+                  "BRANCH_MEMBER nodes")
+    set_of = np.cumsum(np.isnan(values)) - np.isnan(values)  # the set each value belongs to
+    keep = ~np.isnan(values) & (set_of < len(ends))
+    order = np.lexsort((values[keep], set_of[keep]))
+    vals, sets = values[keep][order], set_of[keep][order]
+    fresh = np.ones(len(vals), bool)
+    fresh[1:] = (vals[1:] != vals[:-1]) | (sets[1:] != sets[:-1])
+    vals, sets = vals[fresh], sets[fresh]
+    counts = np.bincount(sets, minlength=len(ends))
+    starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    set_off = np.full(len(mode), -1, np.int64)
+    set_len = np.zeros(len(mode), np.int64)
+    set_off[is_member], set_len[is_member] = starts, counts
+    return set_off, set_len, vals
 
 
 def forest(node: Node) -> Forest:
@@ -66,81 +101,46 @@ def forest(node: Node) -> Forest:
     def bad(msg: str) -> ShapeError:
         return ShapeError(f"{node.describe()}: {msg}")
 
-    feature, modes = _ints(node, "nodes_featureids"), _ints(node, "nodes_modes")
-    tnode, fnode = _ints(node, "nodes_truenodeids"), _ints(node, "nodes_falsenodeids")
-    tleaf, fleaf = _ints(node, "nodes_trueleafs"), _ints(node, "nodes_falseleafs")
-    splits = _floats(node, "nodes_splits")
+    feature, modes = ints(node, "nodes_featureids"), ints(node, "nodes_modes")
+    tnode, fnode = ints(node, "nodes_truenodeids"), ints(node, "nodes_falsenodeids")
+    tleaf, fleaf = ints(node, "nodes_trueleafs"), ints(node, "nodes_falseleafs")
+    splits = floats(node, "nodes_splits")
     n = len(feature)
-    missing = _ints(node, "nodes_missing_value_tracks_true", [0] * n)
+    missing = ints(node, "nodes_missing_value_tracks_true", np.zeros(n, np.int64))
     lists = {"nodes_modes": modes, "nodes_truenodeids": tnode, "nodes_falsenodeids": fnode,
              "nodes_trueleafs": tleaf, "nodes_falseleafs": fleaf, "nodes_splits": splits,
              "nodes_missing_value_tracks_true": missing}
     for name, vals in lists.items():
         if len(vals) != n:
             raise bad(f"{name} has {len(vals)} entries, nodes_featureids has {n}")
-    targets, weights = _ints(node, "leaf_targetids"), _floats(node, "leaf_weights")
+    targets, weights = ints(node, "leaf_targetids"), floats(node, "leaf_weights")
     if len(targets) != len(weights):
         raise bad(f"leaf_targetids has {len(targets)} entries, leaf_weights has {len(weights)}")
     nt = tree_targets(node)
-    if any(not 0 <= t < nt for t in targets):
+    if ((targets < 0) | (targets >= nt)).any():
         raise bad(f"leaf_targetids must be in [0, {nt})")
-    if any(not 0 <= m <= 6 for m in modes):
+    if ((modes < 0) | (modes > 6)).any():
         raise bad("nodes_modes entries must be in [0, 6]")
-    if any(f < 0 for f in feature):
+    if (feature < 0).any():
         raise bad("nodes_featureids must not be negative")
-    f = Forest([], feature, modes, splits, [], [], [1 if m else 0 for m in missing], targets, weights)
-    for k in range(n):
-        for leaf, ref, refs in ((tleaf[k], tnode[k], f.true_ref), (fleaf[k], fnode[k], f.false_ref)):
-            limit = len(targets) if leaf else n
-            if not 0 <= ref < limit:
-                raise bad(f"node {k} refers to {'leaf' if leaf else 'node'} {ref}, out of range [0, {limit})")
-            refs.append(-ref - 1 if leaf else ref)
-    members = _floats(node, "membership_values")
-    sets, cur = [], []
-    for v in members:
-        if math.isnan(v):
-            sets.append(sorted(set(cur)))
-            cur = []
-        else:
-            cur.append(v)
-    n_member = sum(1 for m in modes if m == 6)
-    if len(sets) != n_member:
-        raise bad(f"membership_values holds {len(sets)} NaN-delimited sets for {n_member} BRANCH_MEMBER nodes")
-    it = iter(sets)
-    for m in modes:
-        s = next(it) if m == 6 else []
-        f.set_off.append(len(f.members))
-        f.set_len.append(len(s))
-        f.members += s
-    for r in _ints(node, "tree_roots"):
-        if not 0 <= r < n:
-            raise bad(f"tree root {r} is out of range [0, {n})")
-        _check_acyclic(f, r, bad)
-        f.roots.append(r)
+    refs = []
+    for leaf, ref in ((tleaf, tnode), (fleaf, fnode)):
+        limit = np.where(leaf != 0, len(targets), n)
+        out = np.flatnonzero((ref < 0) | (ref >= limit))
+        if len(out):
+            k = int(out[0])
+            raise bad(f"node {k} refers to {'leaf' if leaf[k] else 'node'} {int(ref[k])}, out of range "
+                      f"[0, {int(limit[k])})")
+        refs.append(np.where(leaf != 0, -ref - 1, ref))
+    set_off, set_len, members = membership(modes, floats(node, "membership_values"), bad)
+    roots = ints(node, "tree_roots")
+    out = np.flatnonzero((roots < 0) | (roots >= n))
+    if len(out):
+        raise bad(f"tree root {int(roots[out[0]])} is out of range [0, {n})")
+    f = Forest(roots, feature, modes, splits, refs[0], refs[1], missing != 0, targets, weights,
+               set_off=set_off, set_len=set_len, members=members)
+    f.depths = tree_depths(f, lambda k, t: bad(f"the tree at root {int(roots[t])} has a cycle through node {k}"))
     return f
-
-
-def _check_acyclic(f: Forest, root: int, bad) -> None:
-    state: dict[int, int] = {}  # 1: on the current path, 2: done
-    stack = [(root, 0)]
-    while stack:
-        k, i = stack.pop()
-        if i == 0:
-            if state.get(k) == 1:
-                raise bad(f"the tree at root {root} has a cycle through node {k}")
-            if state.get(k) == 2:
-                continue
-            state[k] = 1
-        children = [c for c in (f.true_ref[k], f.false_ref[k]) if c >= 0]
-        if i < len(children):
-            stack.append((k, i + 1))
-            c = children[i]
-            if state.get(c) == 1:
-                raise bad(f"the tree at root {root} has a cycle through node {c}")
-            if state.get(c) != 2:
-                stack.append((c, 0))
-        else:
-            state[k] = 2
 
 
 def _accepts(node: Node) -> str | None:
@@ -187,16 +187,8 @@ def tree_ensemble(ctx: KernelCtx) -> str:
     return walk_rows(ctx, f, nt, agg, finish)
 
 
-def _leaf_layout(f: Forest, nt: int) -> str:
-    """"single" (leaf l: entry l), "dense" (leaf l: targets 0..nt-1 at l * nt) or "csr"."""
-    if f.leaf_start is None:
-        return "single"
-    starts = f.leaf_start
-    if all(b - a == nt for a, b in zip(starts, starts[1:])) and all(t == k % nt for k, t in enumerate(f.leaf_target)):
-        return "dense"
-    if all(b - a == 1 for a, b in zip(starts, starts[1:])):
-        return "single"
-    return "csr"
+CHUNK = 128  # the most rows per call of the runtime walk, which takes them through one tree after another
+_AGG = {0: 0, 1: 0, 2: 2, 3: 3}  # aggregate_function -> ONNXC_AGG_* (AVERAGE divides afterwards)
 
 
 def walk_rows(ctx: KernelCtx, f: Forest, nt: int, agg: int, finish: list[str], track: bool = False) -> str:
@@ -206,140 +198,59 @@ def walk_rows(ctx: KernelCtx, f: Forest, nt: int, agg: int, finish: list[str], t
     writes the outputs. ``acc[j]`` is NaN where no leaf gave target j a weight when ``track`` is set or
     ``agg`` is MIN/MAX, else 0. Integer inputs compare as float (as onnxruntime's float thresholds).
 
-    Float inputs of forests whose nodes all compare one way (<=, <, >=, >) against float thresholds, with
-    no missing-value tracking, take the runtime's block walk (runtime_c/onnxc_forest.h: 16 rows through one
-    tree at a time); the others walk row by row here. Rows (blocks of rows) run on the runtime's pool."""
+    The forest's tables go to the weights blob (trees_layout.forest_tables); the runtime walks chunks of up
+    to CHUNK rows (runtime_c/onnxc_forest.h), smaller ones when that gives each thread of the pool one."""
     x = ctx.ins[0]
-    if x.dtype in half.HALF:
-        half.use(ctx)
-    n_rows, n_feat = ("1", x.dims[0]) if x.rank == 1 else (x.dims[0], x.dims[1])
-    head = [f"const int64_t n_ = {n_rows}, f_ = {n_feat};"]
-    lines = list(head)
-    if f.feature:
-        lines.append(f"if (f_ <= {max(f.feature)}) return onnxc_fail(rt, ONNXC_ERR_RUNTIME, \"%s: the trees read "
-                     f"feature {max(f.feature)}, but the input has %lld features\", {ctx.who}, (long long)f_);")
-    exact_single = all(math.isnan(s) or float(np.float32(s)) == s for s in f.split)
-    ntrees = len(f.roots)
-    depth = max(1, round(math.log2(len(f.feature) / max(ntrees, 1) + 1)))  # a path's nodes, roughly
-    work = f"n_ * {max(ntrees, 1) * depth * 4}"  # about 4 elements' time per node visited (a row block's step)
-    tab = {"lw": double_table(ctx, f.leaf_weight)}
-    if x.dtype == DType.FLOAT and f.feature and exact_single and len(set(f.mode)) == 1 and f.mode[0] in _CMP \
-            and f.mode[0] < 4 and not any(f.missing):
-        body = _block_walk(ctx, f, nt, agg, finish, track, tab)
-        return "\n".join(lines + par_for(ctx, "b_", f"(n_ + {BLOCK - 1}) / {BLOCK}", body, work=work, head=head)
-                         + ["return 0;"])
-    body = _row_walk(ctx, f, nt, agg, finish, track, tab, exact_single)
-    return "\n".join(lines + par_for(ctx, "r", "n_", body, work=work, head=head) + ["return 0;"])
-
-
-BLOCK = 16  # rows of one block walk (runtime_c/onnxc_forest.h ONNXC_FOREST_BLOCK)
-
-
-def _init(agg: int, track: bool) -> str:
-    return "0.0" if agg in (0, 1) and not track else "NAN"  # NaN marks a target no leaf reached
-
-
-def _block_walk(ctx: KernelCtx, f: Forest, nt: int, agg: int, finish: list[str], track: bool,
-                tab: dict) -> list[str]:
-    """Body of one block ``b_`` of rows: the runtime walks them to their leaves, then per row the leaves'
-    weights are aggregated and ``finish`` runs."""
     ctx.helper("onnxc_forest", '#include "onnxc_forest.h"')
-    nb = len(f.feature)
-    n_leaves = len(f.leaf_start) - 1 if f.leaf_start is not None else len(f.leaf_weight)
-    node = lambda ref: ref if ref >= 0 else nb - ref - 1  # noqa: E731  (leaf l is node nb + l)
-    rows = [f"{{{ft}, {float_lit(sp, True)}, {node(t)}, {node(fl)}}}" for ft, sp, t, fl in
-            zip(f.feature, f.split, f.true_ref, f.false_ref)]
-    rows += [f"{{0, 0.0f, {nb + q}, {nb + q}}}" for q in range(n_leaves)]
-    nodes = table(ctx, "onnxc_tnode", rows)
-    roots = int_table(ctx, [node(r) for r in f.roots], "int32_t")
-    depths = int_table(ctx, _depths(f), "int32_t")
-    nt_ = len(f.roots)
-    return [f"const int64_t r0_ = b_ * {BLOCK}, rn_ = n_ - r0_ < {BLOCK} ? n_ - r0_ : {BLOCK};",
-            f"int32_t *lv_ = (int32_t *)malloc((size_t)(rn_ * {nt_}) * sizeof(int32_t));",
-            f"if (!lv_) return onnxc_fail(rt, ONNXC_ERR_MEMORY, \"%s: out of memory\", {ctx.who});",
-            f"onnxc_forest_leaves({f.mode[0]}, {nodes}, {roots}, {depths}, {nt_}, {nb}, in0 + r0_ * f_, f_, rn_, lv_);",
-            "for (int64_t r = r0_; r < r0_ + rn_; r++) {",
-            f"double acc[{max(nt, 1)}];",
-            f"for (int64_t j = 0; j < {nt}; j++) acc[j] = {_init(agg, track)};",
-            f"for (int64_t t = 0; t < {nt_}; t++) {{",
-            f"const int32_t l = lv_[(r - r0_) * {nt_} + t];",
-            *_leaf_add(ctx, f, nt, agg, track, tab), "}", *finish, "}", "free(lv_);"]
+    n_rows, n_feat = ("1", x.dims[0]) if x.rank == 1 else (x.dims[0], x.dims[1])
+    per = f"(n_ + {ctx.threads - 1}) / {ctx.threads}" if ctx.threads > 1 else "n_"
+    head = [f"const int64_t n_ = {n_rows}, f_ = {n_feat};",
+            f"const int64_t p_ = {per}, c_ = p_ <= 16 ? 16 : p_ < {CHUNK} ? (p_ + 15) / 16 * 16 : {CHUNK};"]
+    lines = list(head)
+    if len(f.feature):
+        top = int(f.feature.max())
+        lines.append(f"if (f_ <= {top}) return onnxc_fail(rt, ONNXC_ERR_RUNTIME, \"%s: the trees read "
+                     f"feature {top}, but the input has %lld features\", {ctx.who}, (long long)f_);")
+    code = 1 if track and agg in (0, 1) else _AGG[agg]
+    tabs, scalars = forest_tables(f, nt, code, x.dtype == DType.DOUBLE, ctx.node)
+    ptr = {k: ctx.blob_table(k, v) if v is not None else "NULL" for k, v in tabs.items()}
+    ptr["nodes"] = f"(const onnxc_tnode *){ptr['nodes']}"
+    fields = [f".{k} = {v}" for k, v in ptr.items()] + [f".{k} = {v}" for k, v in scalars.items()]
+    lines += [f"const onnxc_forest fr_ = {{{', '.join(fields)}}};", "const onnxc_forest *fp_ = &fr_;"]
+    depth = max(1, round(math.log2(len(f.feature) / max(len(f.roots), 1) + 1)))  # a path's nodes, roughly
+    work = f"n_ * {max(len(f.roots), 1) * depth * 4}"  # about 4 elements' time per node visited
+    body = _block(ctx, nt, finish)
+    return "\n".join(lines + par_for(ctx, "b_", "(n_ + c_ - 1) / c_", body, work=work, head=head,
+                                     captures=[("const onnxc_forest *", "fp_")]) + ["return 0;"])
 
 
-def _depths(f: Forest) -> list[int]:
-    """Per tree the branch nodes on its longest path (the trees are acyclic: checked when built)."""
-    depth: dict[int, int] = {}
-    for root in f.roots:
-        stack = [root] if root >= 0 else []
-        while stack:
-            k = stack[-1]
-            kids = [c for c in (f.true_ref[k], f.false_ref[k]) if c >= 0 and c not in depth]
-            if kids:
-                stack.extend(kids)
-                continue
-            stack.pop()
-            depth[k] = 1 + max((depth[c] for c in (f.true_ref[k], f.false_ref[k]) if c >= 0), default=0)
-    return [depth[r] if r >= 0 else 0 for r in f.roots]
-
-
-def _row_walk(ctx: KernelCtx, f: Forest, nt: int, agg: int, finish: list[str], track: bool, tab: dict,
-              exact_single: bool) -> list[str]:
-    """Body of one row ``r``: every tree walked here (any modes, thresholds and input type)."""
+def _block(ctx: KernelCtx, nt: int, finish: list[str]) -> list[str]:
+    """Body of chunk ``b_`` of ``c_`` rows: the runtime aggregates their scores into ``acc_``, then ``finish``
+    runs per row."""
     x = ctx.ins[0]
-    tab.update({name: int_table(ctx, vals, "int32_t") for name, vals in
-                (("feat", f.feature), ("tref", f.true_ref), ("fref", f.false_ref), ("root", f.roots))})
-    tab["split"] = table(ctx, "float", [float_lit(s, True) for s in f.split]) if exact_single \
-        else double_table(ctx, f.split)
-    modes = set(f.mode)
-    if len(modes) == 1 and 6 not in modes:
-        test = _CMP[f.mode[0]].format(s=f"{tab['split']}[k]")
+    on_stack = CHUNK * max(nt, 1) <= 4096  # 32 KB
+    lines = ["const int64_t r0_ = b_ * c_, rn_ = n_ - r0_ < c_ ? n_ - r0_ : c_;"]
+    if on_stack:
+        lines.append(f"double acc_[{CHUNK * max(nt, 1)}];")
     else:
-        tab["mode"] = int_table(ctx, f.mode, "uint8_t")
-        cases = [f"case {m}: go = {_CMP[m].format(s=tab['split'] + '[k]')}; break;" for m in sorted(modes) if m != 6]
-        if 6 in modes:
-            tab["soff"], tab["slen"] = int_table(ctx, f.set_off), int_table(ctx, f.set_len)
-            tab["mem"] = double_table(ctx, f.members)
-            cases.append(f"default: {{ const double *s_ = {tab['mem']} + {tab['soff']}[k]; int64_t lo = 0, "
-                         f"hi = {tab['slen']}[k]; while (lo < hi) {{ const int64_t mid = (lo + hi) / 2; "
-                         "if (s_[mid] < v) lo = mid + 1; else hi = mid; } "
-                         f"go = lo < {tab['slen']}[k] && s_[lo] == v; }}")
-        test = None
-    feat = f"row[{tab['feat']}[k]]"
-    load = f"(double)(float){feat}" if x.dtype.is_int else f"(double){half.load(x.dtype, feat)}"
-    lines = [f"double acc[{max(nt, 1)}];",
-             f"const {x.ctype} *restrict row = in0 + r * f_;",
-             f"for (int64_t j = 0; j < {nt}; j++) acc[j] = {_init(agg, track)};",
-             f"for (int64_t t = 0; t < {len(f.roots)}; t++) {{", f"int32_t k = {tab['root']}[t];", "while (k >= 0) {",
-             f"const double v = {load};"]
-    if test is not None:
-        lines.append(f"int go = {test};")
-    else:
-        lines += ["int go = 0;", f"switch ({tab['mode']}[k]) {{", *cases, "}"]
-    if any(f.missing):
-        tab["miss"] = int_table(ctx, f.missing, "uint8_t")
-        lines.append(f"if (v != v && {tab['miss']}[k]) go = 1;")
-    lines += [f"k = go ? {tab['tref']}[k] : {tab['fref']}[k];", "}", "const int32_t l = -k - 1;"]
-    return lines + _leaf_add(ctx, f, nt, agg, track, tab) + ["}", *finish]
-
-
-def _leaf_add(ctx: KernelCtx, f: Forest, nt: int, agg: int, track: bool, tab: dict) -> list[str]:
-    """C adding leaf ``l``'s weights into ``acc`` (per ``agg``; NaN entries are first weights when tracked)."""
-    layout = _leaf_layout(f, nt)
-    if layout != "dense" and any(f.leaf_target):
-        tab["lt"] = int_table(ctx, f.leaf_target, "int32_t")
-    target = (lambda q: f"{tab['lt']}[{q}]") if "lt" in tab else (lambda q: "0")
-    add = {0: "*a += w;", 1: "*a += w;", 2: "if (*a != *a || w < *a) *a = w;",
-           3: "if (*a != *a || w > *a) *a = w;"}[agg]
-    if track and agg in (0, 1):
-        add = "*a = *a != *a ? w : *a + w;"
-    if layout == "single":
-        return [f"const double w = {tab['lw']}[l];", f"double *a = acc + {target('l')};", add]
-    if layout == "dense":
-        return [f"const double *w_ = {tab['lw']} + (int64_t)l * {nt};",
-                f"for (int64_t j = 0; j < {nt}; j++) {{", "const double w = w_[j];", "double *a = acc + j;", add, "}"]
-    tab["ls"] = int_table(ctx, f.leaf_start, "int32_t")
-    return [f"for (int32_t q = {tab['ls']}[l]; q < {tab['ls']}[l + 1]; q++) {{",
-            f"const double w = {tab['lw']}[q];", f"double *a = acc + {target('q')};", add, "}"]
+        lines += [f"double *acc_ = (double *)malloc((size_t)rn_ * {nt} * sizeof(double));",
+                  f"if (!acc_) return onnxc_fail(rt, ONNXC_ERR_MEMORY, \"%s: out of memory\", {ctx.who});"]
+    if x.dtype in (DType.FLOAT, DType.DOUBLE):
+        fn = "onnxc_forest_scores" if x.dtype == DType.FLOAT else "onnxc_forest_scores_f64"
+        lines.append(f"{fn}(fp_, in0 + r0_ * f_, f_, rn_, acc_);")
+    else:  # integer and half inputs compare as float
+        if x.dtype in half.HALF:
+            half.use(ctx)
+        conv = half.load(x.dtype, "in0[r0_ * f_ + i_]") if x.dtype in half.HALF else "(float)in0[r0_ * f_ + i_]"
+        free_acc = "" if on_stack else " free(acc_);"
+        lines += ["float *xs_ = (float *)malloc((size_t)(rn_ * f_) * sizeof(float));",
+                  f"if (!xs_) {{{free_acc} return onnxc_fail(rt, ONNXC_ERR_MEMORY, \"%s: out of memory\", {ctx.who}); }}",
+                  f"for (int64_t i_ = 0; i_ < rn_ * f_; i_++) xs_[i_] = {conv};",
+                  "onnxc_forest_scores(fp_, xs_, f_, rn_, acc_);", "free(xs_);"]
+    lines += ["for (int64_t r = r0_; r < r0_ + rn_; r++) {", f"double *acc = acc_ + (r - r0_) * {nt};", *finish, "}"]
+    if not on_stack:
+        lines.append("free(acc_);")
+    return lines
 
 
 from . import trees_classic  # noqa: E402,F401  (registers TreeEnsembleClassifier/Regressor)

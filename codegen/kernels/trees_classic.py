@@ -2,10 +2,12 @@
 tree ops scikit-learn models export to (skl2onnx, onnxmltools).
 
 Both flatten their ``nodes_*`` attributes (nodes named by ``(treeid, nodeid)``, modes as strings)
-into the Forest of ``trees.py`` and run its row walk: a branch node becomes a Forest node, a LEAF
-node becomes a Forest leaf whose ``target_*``/``class_*`` entries (several per leaf: one per class
-for a random forest) are a range of the parallel target/weight tables. A tree is the run of nodes
-sharing a treeid, rooted at its first node (which may be a leaf). v3's ``*_as_tensor`` attributes
+into the Forest of ``trees.py`` with numpy (the (treeid, nodeid) pairs ranked into sorted keys that
+children and weights are looked up in: no Python object per node) and run its walk over tables in the
+weights blob: a branch node becomes a Forest node, a LEAF node becomes a Forest leaf whose
+``target_*``/``class_*`` entries (several per leaf: one per class for a random forest) are a range of
+the parallel target/weight tables. A tree is the run of nodes sharing a treeid, rooted at its first
+node (which may be a leaf). v3's ``*_as_tensor`` attributes
 are used at their own precision (double); v1's float lists are float. Validated at compile time,
 with errors naming the node and attribute: list lengths, mode/aggregate/post-transform strings,
 duplicate node ids, children and weights naming missing nodes, cycles, target/class ids, leaves
@@ -46,6 +48,7 @@ double) and rejects the latter at compile time.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import repeat
 
 import numpy as np
 
@@ -55,7 +58,8 @@ from onnxc.passes.shapes.ml import ML, classic_class_labels, classic_tree_target
 from .base import KernelCtx, kernel
 from .ctables import literal, typed_table
 from .ml_post import use_probit
-from .trees import Forest, _check_acyclic, walk_rows
+from .trees import Forest, ints, walk_rows
+from .trees_layout import tree_depths
 
 _MODES = {"BRANCH_LEQ": 0, "BRANCH_LT": 1, "BRANCH_GTE": 2, "BRANCH_GT": 3, "BRANCH_EQ": 4, "BRANCH_NEQ": 5,
           "LEAF": -1}
@@ -63,41 +67,33 @@ _AGGS = {"AVERAGE": 0, "SUM": 1, "MIN": 2, "MAX": 3}
 _POSTS = {"NONE": 0, "SOFTMAX": 1, "LOGISTIC": 2, "SOFTMAX_ZERO": 3, "PROBIT": 4}
 _TYPES = frozenset({DType.FLOAT, DType.DOUBLE, DType.INT64, DType.INT32})
 
+
 @dataclass
 class Classic:
     """A classic tree op's Forest plus what its kernel needs beside it."""
 
     forest: Forest
-    weight_ids: list[int]        # every target/class id listed (leaf or not), for the classifier's rules
+    weight_ids: np.ndarray       # every target/class id listed (leaf or not), for the classifier's rules
     weights_nonneg: bool         # every listed weight >= 0
     base: list[float]
     post: int
     agg: int
-    always: set[int]             # targets some tree gives a weight on every path (no tracking needed)
+    always: set[int]             # targets some tree gives a weight on every leaf (no tracking needed)
 
 
 def _bad(node: Node, msg: str) -> ShapeError:
     return ShapeError(f"{node.describe()}: {msg}")
 
 
-def _list(node: Node, name: str, kind=int, required: bool = True) -> list:
-    v = node.attr(name)
-    if v is None:
-        if required:
-            raise _bad(node, f"attribute {name!r} is required")
-        return []
-    return [kind(x) for x in np.asarray(v).reshape(-1).tolist()] if kind is not str else [str(x) for x in v]
-
-
-def _reals(node: Node, name: str) -> list[float] | None:
+def _reals(node: Node, name: str) -> np.ndarray | None:
     """``name`` (float list, rounded to float) or ``name_as_tensor`` (its own precision); not both."""
     a, t = node.attr(name), node.attr(f"{name}_as_tensor")
     if a is not None and t is not None:
         raise _bad(node, f"only one of {name!r} and '{name}_as_tensor' may be set")
     if t is not None:
-        return [float(v) for v in np.asarray(t, dtype=np.float64).reshape(-1).tolist()]
+        return np.asarray(t, dtype=np.float64).reshape(-1)
     if a is not None:
-        return [float(np.float32(v)) for v in np.asarray(a, dtype=np.float64).reshape(-1).tolist()]
+        return np.asarray(a, dtype=np.float32).reshape(-1).astype(np.float64)
     return None
 
 
@@ -108,105 +104,154 @@ def _string(node: Node, name: str, default: str, table: dict) -> int:
     return table[s]
 
 
+def _modes(node: Node) -> np.ndarray:
+    """nodes_modes as codes (-1: LEAF); an unknown string is an error naming it."""
+    strs = node.attr("nodes_modes")
+    if strs is None:
+        raise _bad(node, "attribute 'nodes_modes' is required")
+    codes = np.array(list(map(_MODES.get, strs, repeat(-2))), dtype=np.int64)
+    if (codes == -2).any():
+        wrong = sorted({str(strs[int(i)]) for i in np.flatnonzero(codes == -2)})
+        raise _bad(node, f"nodes_modes holds {wrong[0]!r}, not one of {', '.join(_MODES)}")
+    return codes
+
+
+class _Index:
+    """The node named (treeid, nodeid), found by binary search in the sorted keys of all nodes (ids packed
+    into one int64 when they fit in 32 bits, else ranked among the ids used)."""
+
+    def __init__(self, node: Node, tids: np.ndarray, nids: np.ndarray):
+        small = all(len(a) == 0 or (a.min() >= 0 and a.max() < 1 << 31) for a in (tids, nids))
+        self.ranks = None if small else (np.unique(tids), np.unique(nids))
+        key = self._key(tids, nids)
+        self.order = np.argsort(key, kind="stable")
+        self.keys = key[self.order]
+        twice = np.flatnonzero(self.keys[1:] == self.keys[:-1])
+        if len(twice):
+            i = int(self.order[twice[0] + 1])
+            raise _bad(node, f"node {int(nids[i])} of tree {int(tids[i])} is defined twice")
+
+    def _key(self, tids: np.ndarray, nids: np.ndarray) -> np.ndarray:
+        """One int64 per (tid, nid); -1 for pairs that cannot be a node's."""
+        if self.ranks is None:
+            ok = (tids >= 0) & (tids < 1 << 31) & (nids >= 0) & (nids < 1 << 31)
+            return np.where(ok, (tids << 32) | nids, -1)
+        t, k = _rank(self.ranks[0], tids), _rank(self.ranks[1], nids)
+        return np.where((t >= 0) & (k >= 0), t * len(self.ranks[1]) + k, -1)
+
+    def find(self, tids: np.ndarray, nids: np.ndarray) -> np.ndarray:
+        """Per (tid, nid) the node's position, -1 where no such node exists."""
+        p = _rank(self.keys, self._key(tids, nids))
+        return np.where(p >= 0, self.order[p], -1)
+
+
+def _trees(tids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(per tree the position of its first node, in order of appearance; per node a tree number)."""
+    new = np.ones(len(tids), bool)
+    new[1:] = tids[1:] != tids[:-1]
+    if len(tids) < 2 or (tids[1:] >= tids[:-1]).all():  # grouped, ascending: one pass
+        return np.flatnonzero(new), np.cumsum(new) - 1
+    _, first, tree = np.unique(tids, return_index=True, return_inverse=True)
+    return np.sort(first), tree.reshape(-1)
+
+
+def _rank(u: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Per value of ``v`` its position in the sorted distinct values ``u``, -1 where absent."""
+    if not len(u):
+        return np.full(len(v), -1, np.int64)
+    p = np.minimum(np.searchsorted(u, v), len(u) - 1)
+    return np.where(u[p] == v, p, -1)
+
+
 def classic(node: Node, prefix: str, n_out: int) -> Classic:
     """Validate a TreeEnsembleRegressor (``prefix`` "target") or TreeEnsembleClassifier ("class")
     with ``n_out`` targets/classes and flatten its trees; errors name the node and attribute."""
-    tids, nids = _list(node, "nodes_treeids"), _list(node, "nodes_nodeids")
-    feats, modes_s = _list(node, "nodes_featureids"), _list(node, "nodes_modes", str)
-    tnode, fnode = _list(node, "nodes_truenodeids"), _list(node, "nodes_falsenodeids")
+    tids, nids = ints(node, "nodes_treeids"), ints(node, "nodes_nodeids")
+    feats, modes = ints(node, "nodes_featureids"), _modes(node)
+    tnode, fnode = ints(node, "nodes_truenodeids"), ints(node, "nodes_falsenodeids")
     n = len(tids)
     values = _reals(node, "nodes_values")
-    missing = _list(node, "nodes_missing_value_tracks_true", required=False) or [0] * n
-    for name, vals in (("nodes_nodeids", nids), ("nodes_featureids", feats), ("nodes_modes", modes_s),
+    missing = ints(node, "nodes_missing_value_tracks_true", np.zeros(0, np.int64))
+    missing = missing if len(missing) else np.zeros(n, np.int64)
+    for name, vals in (("nodes_nodeids", nids), ("nodes_featureids", feats), ("nodes_modes", modes),
                        ("nodes_truenodeids", tnode), ("nodes_falsenodeids", fnode),
-                       ("nodes_values", values if values is not None else [0.0] * n),
+                       ("nodes_values", values if values is not None else tids),
                        ("nodes_missing_value_tracks_true", missing)):
         if len(vals) != n:
             raise _bad(node, f"{name} has {len(vals)} entries, nodes_treeids has {n}")
-    values = values or [0.0] * n
-    bad_modes = sorted({m for m in modes_s if m not in _MODES})
-    if bad_modes:
-        raise _bad(node, f"nodes_modes holds {bad_modes[0]!r}, not one of {', '.join(_MODES)}")
-    modes = [_MODES[m] for m in modes_s]
-    index: dict[tuple[int, int], int] = {}
-    for i, key in enumerate(zip(tids, nids)):
-        if key in index:
-            raise _bad(node, f"node {key[1]} of tree {key[0]} is defined twice")
-        index[key] = i
-    # weights: (treeid, nodeid, id, weight) per entry
-    wt, wn, wi = (_list(node, f"{prefix}_{s}", required=False) for s in ("treeids", "nodeids", "ids"))
-    ww = _reals(node, f"{prefix}_weights") or []
-    for name, vals in ((f"{prefix}_nodeids", wn), (f"{prefix}_ids", wi), (f"{prefix}_weights", ww)):
-        if len(vals) != len(wt):
-            raise _bad(node, f"{name} has {len(vals)} entries, {prefix}_treeids has {len(wt)}")
-    if any(not 0 <= t < n_out for t in wi):
-        raise _bad(node, f"{prefix}_ids must be in [0, {n_out})")
-    per_node: dict[int, list[int]] = {}
-    for q, key in enumerate(zip(wt, wn)):
-        if key not in index:
-            raise _bad(node, f"{prefix}_* entry {q} names node {key[1]} of tree {key[0]}, which does not exist")
-        per_node.setdefault(index[key], []).append(q)  # weights of branch nodes are ignored, as in onnxruntime
-    # slots: branch nodes -> Forest nodes, leaves -> Forest leaves (refs -l - 1)
-    ref, n_branch, n_leaf = [0] * n, 0, 0
-    for i, m in enumerate(modes):
-        if m < 0:
-            ref[i], n_leaf = -n_leaf - 1, n_leaf + 1
-        else:
-            ref[i], n_branch = n_branch, n_branch + 1
-    f = Forest([], [], [], [], [], [], [], [], [], leaf_start=[0])
-    leaf_sets: dict[int, set[int]] = {}
-    for i, m in enumerate(modes):
-        if m < 0:
-            qs = per_node.get(i)
-            if not qs:
-                raise _bad(node, f"leaf {nids[i]} of tree {tids[i]} has no {prefix}_* weight")
-            f.leaf_target += [wi[q] for q in qs]
-            f.leaf_weight += [ww[q] for q in qs]
-            f.leaf_start.append(len(f.leaf_target))
-            leaf_sets[-ref[i] - 1] = {wi[q] for q in qs}
-            continue
-        if feats[i] < 0:
-            raise _bad(node, f"nodes_featureids of node {nids[i]} of tree {tids[i]} is negative")
-        f.feature.append(feats[i])
-        f.mode.append(m)
-        f.split.append(values[i])
-        f.missing.append(1 if missing[i] else 0)
-        for child, refs, which in ((tnode[i], f.true_ref, "truenodeids"), (fnode[i], f.false_ref, "falsenodeids")):
-            c = index.get((tids[i], child))
-            if c is None:
-                raise _bad(node, f"nodes_{which} of node {nids[i]} of tree {tids[i]} names node {child}, "
-                           "which does not exist in that tree")
-            refs.append(ref[c])
-    f.set_off, f.set_len = [0] * n_branch, [0] * n_branch
-    seen: set[int] = set()
-    always: set[int] = set()
-    for i, t in enumerate(tids):
-        if t in seen:
-            continue
-        seen.add(t)
-        root = ref[i]
-        f.roots.append(root)
-        if root >= 0:
-            _check_acyclic(f, root, lambda msg: _bad(node, msg))
-        always |= _reached_by_all(f, root, leaf_sets)
-    return Classic(f, wi, all(w >= 0 for w in ww), _reals(node, "base_values") or [],
+    values = values if values is not None else np.zeros(n)
+    index = _Index(node, tids, nids)
+    branch = modes >= 0
+    where = lambda i: f"node {int(nids[i])} of tree {int(tids[i])}"  # noqa: E731
+    neg = np.flatnonzero(branch & (feats < 0))
+    if len(neg):
+        raise _bad(node, f"nodes_featureids of {where(neg[0])} is negative")
+    ref = np.where(branch, np.cumsum(branch) - 1, -np.cumsum(~branch))  # branch index, or -leaf - 1
+    b = np.flatnonzero(branch)
+    kids = []
+    for child, which in ((tnode, "truenodeids"), (fnode, "falsenodeids")):
+        c = index.find(tids[b], child[b])
+        if (c < 0).any():
+            i = int(np.flatnonzero(c < 0)[0])
+            raise _bad(node, f"nodes_{which} of {where(b[i])} names node {int(child[b[i]])}, which does not "
+                       "exist in that tree")
+        kids.append(ref[c])
+    leaf_start, targets, weights, wi, ww = _leaf_weights(node, prefix, n_out, index, branch, (tids, nids))
+    first, tree = _trees(tids)
+    roots = ref[first]
+    f = Forest(roots, feats[b], modes[b], values[b], kids[0], kids[1], missing[b] != 0, targets, weights,
+               leaf_start=leaf_start)
+    f.depths = tree_depths(f, lambda k, t: _bad(node, f"tree {int(tids[b[k]])} has a cycle through node "
+                                                      f"{int(nids[b[k]])}"))
+    always = _always(tree[~branch], leaf_start, targets, n_out)
+    base = _reals(node, "base_values")
+    return Classic(f, wi, bool((ww >= 0).all()), [] if base is None else base.tolist(),
                    _string(node, "post_transform", "NONE", _POSTS), _string(node, "aggregate_function", "SUM", _AGGS),
                    always)
 
 
-def _reached_by_all(f: Forest, root: int, leaf_sets: dict[int, set[int]]) -> set[int]:
-    """Targets every leaf of the tree at ``root`` carries a weight for."""
-    out: set[int] | None = None
-    stack, done = [root], set()
-    while stack:
-        k = stack.pop()
-        if k < 0:
-            s = leaf_sets[-k - 1]
-            out = set(s) if out is None else out & s
-        elif k not in done:
-            done.add(k)
-            stack += [f.true_ref[k], f.false_ref[k]]
-    return out or set()
+def _leaf_weights(node: Node, prefix: str, n_out: int, index: _Index, branch: np.ndarray, ids: tuple) -> tuple:
+    """(leaf_start, targets, weights) in CSR over the leaves (node order), and every listed id and weight.
+    Weights of branch nodes are ignored, as in onnxruntime."""
+    wt, wn, wi = (ints(node, f"{prefix}_{s}", np.zeros(0, np.int64)) for s in ("treeids", "nodeids", "ids"))
+    ww = _reals(node, f"{prefix}_weights")
+    ww = np.zeros(0) if ww is None else ww
+    for name, vals in ((f"{prefix}_nodeids", wn), (f"{prefix}_ids", wi), (f"{prefix}_weights", ww)):
+        if len(vals) != len(wt):
+            raise _bad(node, f"{name} has {len(vals)} entries, {prefix}_treeids has {len(wt)}")
+    if ((wi < 0) | (wi >= n_out)).any():
+        raise _bad(node, f"{prefix}_ids must be in [0, {n_out})")
+    at = index.find(wt, wn)
+    if (at < 0).any():
+        q = int(np.flatnonzero(at < 0)[0])
+        raise _bad(node, f"{prefix}_* entry {q} names node {int(wn[q])} of tree {int(wt[q])}, which does not exist")
+    leaf_of = np.cumsum(~branch) - 1  # per node: its leaf index (for leaves)
+    on_leaf = ~branch[at]
+    leaf = leaf_of[at[on_leaf]]
+    counts = np.bincount(leaf, minlength=int((~branch).sum()))
+    if (counts == 0).any():
+        i = int(np.flatnonzero(~branch)[np.flatnonzero(counts == 0)[0]])
+        raise _bad(node, f"leaf {int(ids[1][i])} of tree {int(ids[0][i])} has no {prefix}_* weight")
+    order = np.argsort(leaf, kind="stable")
+    start = np.concatenate(([0], np.cumsum(counts)))
+    return start, wi[on_leaf][order], ww[on_leaf][order], wi, ww
+
+
+def _always(leaf_tree: np.ndarray, start: np.ndarray, targets: np.ndarray, n_out: int) -> set[int]:
+    """Targets some tree gives a weight on every one of its leaves (``leaf_tree``: per leaf its tree)."""
+    counts = np.diff(start)
+    leaf = np.repeat(np.arange(len(counts)), counts)
+    pairs = leaf * n_out + targets
+    if (counts > 1).any():
+        pairs = np.unique(pairs)  # (leaf, target) once
+    tree_target = leaf_tree[pairs // n_out] * n_out + pairs % n_out
+    n_trees = int(leaf_tree.max()) + 1 if len(leaf_tree) else 0
+    per_tree = np.bincount(leaf_tree, minlength=n_trees)
+    if n_trees * n_out <= 4 * len(pairs) + (1 << 20):
+        hits = np.bincount(tree_target, minlength=n_trees * n_out).reshape(n_trees, n_out)
+        return {int(t) for t in np.flatnonzero((hits == per_tree[:, None]).any(axis=0))}
+    tt, hits = np.unique(tree_target, return_counts=True)
+    return {int(t) for t in np.unique(tt[hits == per_tree[tt // n_out]] % n_out)}
 
 
 # -- post transforms (onnxruntime's write_scores), on double s[0..c) ------------------------------
@@ -250,7 +295,7 @@ def tree_ensemble_regressor(ctx: KernelCtx) -> str:
     c = classic(ctx.node, "target", nt)
     if nt == 1:  # onnxruntime reads only the first weight of a leaf when there is one target
         f = c.forest
-        f.leaf_target, f.leaf_weight = [0] * (len(f.leaf_start) - 1), [f.leaf_weight[q] for q in f.leaf_start[:-1]]
+        f.leaf_target, f.leaf_weight = np.zeros(f.n_leaves, np.int64), f.leaf_weight[f.leaf_start[:-1]]
         f.leaf_start = None
     if c.base and len(c.base) != nt:
         raise _bad(ctx.node, f"base_values has {len(c.base)} entries for {nt} targets")
@@ -308,7 +353,7 @@ def _binary(ctx: KernelCtx, c: Classic, has, label_tab: str, ltype: DType) -> li
         lines += ["was = 3;", "pop = !h1;"]
     lines += ["if (!h0) s0 = 0.0;", "if (!h1) s1 = 0.0;",  # a score no weight gave reads as 0
               "const double pos = (!pop && h1) ? s1 : s0;"]
-    if len(set(c.weight_ids)) == 1:  # onnxruntime's binary_case_
+    if len(np.unique(c.weight_ids)) == 1:  # onnxruntime's binary_case_
         if c.weights_nonneg:
             lines += ["const int lab = pos > 0.5;", "if (pop) was = lab ? 0 : 1;"]
         else:

@@ -195,10 +195,16 @@ def _fold_binarizer(node: Node, xs: list) -> list:
 
 # -- TreeEnsemble ---------------------------------------------------------------------------------
 
+def _max_id(node: Node, name: str, default: int) -> int:
+    """The largest entry of int list attribute ``name`` (millions in big forests: one numpy step)."""
+    v = node.attr(name)
+    return int(np.max(np.asarray(v, dtype=np.int64))) if v is not None and len(v) else default
+
+
 def tree_targets(node: Node) -> int:
     n = node.attr("n_targets")
     if n is None:
-        return max((int(t) for t in node.attr("leaf_targetids", []) or []), default=-1) + 1
+        return _max_id(node, "leaf_targetids", -1) + 1
     return int(n)
 
 
@@ -216,7 +222,7 @@ def classic_tree_targets(node: Node) -> int:
     """TreeEnsembleRegressor's target count: ``n_targets``, else one past the largest target id."""
     n = node.attr("n_targets")
     if n is None:
-        return max((int(t) for t in node.attr("target_ids", []) or []), default=0) + 1
+        return _max_id(node, "target_ids", 0) + 1
     return int(n)
 
 

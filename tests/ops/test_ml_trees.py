@@ -22,9 +22,10 @@ GRID = np.arange(-4, 5, dtype=np.float64) / 4  # thresholds and inputs share val
 
 
 def forest(rng: np.random.Generator, n_trees: int, depth: int, n_features: int, modes: list[str],
-           leaf_ids, missing: bool = False) -> tuple[dict, dict]:
+           leaf_ids, missing: bool = False, nan_splits: bool = False) -> tuple[dict, dict]:
     """Node attributes of random trees (node ids shuffled, root first) and leaf weights: ``leaf_ids(tree)``
-    gives the target/class ids of one leaf; weights are multiples of 1/8 (sums exact in float)."""
+    gives the target/class ids of one leaf; weights are multiples of 1/8 (sums exact in float);
+    ``nan_splits``: some thresholds are NaN."""
     nodes = {k: [] for k in ("treeids", "nodeids", "featureids", "modes", "truenodeids", "falsenodeids", "values",
                              "missing_value_tracks_true")}
     w = {k: [] for k in ("treeids", "nodeids", "ids", "weights")}
@@ -40,7 +41,8 @@ def forest(rng: np.random.Generator, n_trees: int, depth: int, n_features: int, 
             nodes["modes"].append("LEAF" if leaf else str(rng.choice(modes)))
             nodes["truenodeids"].append(0 if leaf else int(ids[2 * i + 1]))
             nodes["falsenodeids"].append(0 if leaf else int(ids[2 * i + 2]))
-            nodes["values"].append(0.0 if leaf else float(rng.choice(GRID)))
+            nan = nan_splits and not leaf and rng.random() < 0.2
+            nodes["values"].append(0.0 if leaf else float("nan") if nan else float(rng.choice(GRID)))
             nodes["missing_value_tracks_true"].append(int(missing and not leaf and rng.random() < 0.5))
             if leaf:
                 for k in leaf_ids(t):
@@ -155,32 +157,38 @@ def test_regressor_post_transform(post, n_targets):
 
 
 def test_regressor_missing_values_and_threads():
+    """Mixed modes, missing values and NaN thresholds (BRANCH_NEQ: true; the others: false, but a tracked NaN
+    feature) take the walk of per-node truth masks."""
     rng = np.random.default_rng(7)
-    nodes, w = forest(rng, 20, 4, 5, MODES, lambda t: [t % 2], missing=True)
+    nodes, w = forest(rng, 20, 4, 5, MODES, lambda t: [t % 2], missing=True, nan_splits=True)
     attrs = dict(nodes, n_targets=2, aggregate_function="AVERAGE", **weights(w, "target", False))
     x = inputs(rng, 300, 5, nans=True)
     # not onnx.reference: it sends NaN by the missing flag alone, onnxruntime by the comparison too (NaN != t)
     got = check(model("TreeEnsembleRegressor", x, attrs), x, threads=2)
-    assert "onnxc_parallel(" in got["compiled"].c_source and "onnxc_forest_leaves" not in got["compiled"].c_source
+    c = got["compiled"].c_source
+    assert "onnxc_parallel(" in c and ".mode = 6," in c  # ONNXC_TREE_MASK
 
 
-@pytest.mark.parametrize("mode", MODES[:4])
-@pytest.mark.parametrize("n, threads", [(1, 1), (18, 1), (37, 1), (300, 2)])
-def test_block_walk_single_mode_forests(mode, n, threads):
-    """Float inputs of forests with one comparison mode and no missing-value tracking walk 16 rows through a
-    tree at a time (runtime_c/onnxc_forest.h): row counts that are not multiples of 16, NaN features (the
-    false branch), deep and one-leaf trees, on one and two threads, agree with onnxruntime; fewer than 4 rows
-    (batch 1, a block's tail) walk row by row."""
-    rng = np.random.default_rng(seed(mode, n, threads))
-    nodes, w = forest(rng, 40, 6, 5, [mode], lambda t: [t % 3])
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("missing", [False, True])
+def test_single_mode_forests(mode, missing):
+    """Forests whose nodes all compare one way take that comparison's walk (with missing-value tracking: the
+    same plus ONNXC_TREE_MISSING): 1 and 3 rows walk row by row, more go tree by tree in blocks of 16 rows
+    (counts that are not multiples of 16, NaN features, deep and one-leaf trees), 300 rows on two threads
+    with the bits of a one-thread build."""
+    if mode == "BRANCH_NEQ" and missing:
+        pytest.skip("a NaN feature already takes the true branch of BRANCH_NEQ")
+    rng = np.random.default_rng(seed(mode, missing))
+    nodes, w = forest(rng, 40, 6, 5, [mode], lambda t: [t % 3], missing=missing)
     attrs = dict(nodes, n_targets=3, aggregate_function="SUM", **weights(w, "target", False))
-    x = inputs(rng, n, 5, nans=True)
-    got = check(model("TreeEnsembleRegressor", x, attrs), x, threads=threads)
-    assert "onnxc_forest_leaves" in got["compiled"].c_source
-    if threads > 1:
-        assert "onnxc_parallel(" in got["compiled"].c_source
+    x = inputs(rng, 300, 5, nans=True)
+    code = MODES.index(mode) + (8 if missing else 0)
+    for n in (300, 37, 18, 3, 1):
+        got = check(model("TreeEnsembleRegressor", x, attrs), x[:n], threads=2)
+        assert f".mode = {code}," in got["compiled"].c_source and "onnxc_parallel(" in got["compiled"].c_source
+    if mode == "BRANCH_LT" and missing:
         one = onnxc.compile(model("TreeEnsembleRegressor", x, attrs), threads=1).run({"x": x})["y"]
-        np.testing.assert_array_equal(got["y"], one)
+        np.testing.assert_array_equal(check(model("TreeEnsembleRegressor", x, attrs), x, threads=2)["y"], one)
 
 
 def test_regressor_single_leaf_trees():
@@ -337,3 +345,105 @@ def test_classifier_rows_on_the_pool(kind):
         base = one.run({"x": x[:n]})
         for k in ("label", "y"):
             np.testing.assert_array_equal(got[k], base[k])
+
+
+# -- forests as data ------------------------------------------------------------------------------
+
+def test_forest_is_data_not_code():
+    """A LightGBM-like classifier (BRANCH_LEQ, missing values tracked, one class per tree) + ZipMap: its nodes
+    go to the weights blob, so the generated C is the same size for 15 trees as for 1,500; the 1,500 trees
+    agree with onnxruntime row by row (1, 2 rows), in blocks (5, 16, 100) and on the pool (300 rows, two
+    threads)."""
+    from benchmarks.forest_scale import lightgbm_like
+    from onnxc.api import lower_model
+    from onnxc.codegen.emit import emit_c
+
+    big, small = lightgbm_like(1500, 40, 20, 5, seed=3), lightgbm_like(15, 40, 20, 5, seed=4)
+    sizes = [len(emit_c(lower_model(m.SerializeToString(), threads=2)[1])) for m in (small, big)]
+    assert abs(sizes[0] - sizes[1]) < 64, sizes
+    cm = onnxc.compile(big, threads=2)
+    c = cm.c_source
+    assert len(c) < 40_000 and ".mode = 8," in c  # BRANCH_LEQ + ONNXC_TREE_MISSING
+    sess = ort.InferenceSession(big.SerializeToString(), providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((300, 20)).astype(np.float32)
+    x[rng.random(x.shape) < 0.1] = np.nan
+    for n in (1, 2, 5, 16, 100, 300):
+        got, (label, probs) = cm.run({"input": x[:n]}), sess.run(None, {"input": x[:n]})
+        np.testing.assert_array_equal(got["label"], label)
+        want = np.array([[d[k] for k in range(5)] for d in probs])
+        np.testing.assert_allclose([[d[k] for k in range(5)] for d in got["output_probability"]], want,
+                                   rtol=1e-5, atol=1e-6)
+
+
+def test_shared_nodes_and_double_thresholds():
+    """TreeEnsemble trees may share nodes (tree 1 is the true child of tree 0's root): each tree's depth is its
+    longest path. Thresholds that are not floats compare in double: x = 0.1f is above 0.1 (BRANCH_LEQ false)
+    for float inputs, 0.1 is not above it for double inputs; integer inputs compare as float."""
+    shared = dict(nodes_featureids=[0, 1], nodes_modes=numpy_helper.from_array(np.array([0, 3], np.uint8)),
+                  nodes_splits=numpy_helper.from_array(np.array([0.5, 0.25], np.float32)),
+                  nodes_truenodeids=[1, 0], nodes_falsenodeids=[0, 1], nodes_trueleafs=[0, 1],
+                  nodes_falseleafs=[1, 1], leaf_targetids=[0, 1],
+                  leaf_weights=numpy_helper.from_array(np.array([1.0, 2.0], np.float32)), tree_roots=[0, 1], n_targets=2)
+    g = helper.make_graph([helper.make_node("TreeEnsemble", ["x"], ["y"], domain=ML, **shared)], "t",
+                          [helper.make_tensor_value_info("x", TP.FLOAT, ["N", 2])],
+                          [helper.make_tensor_value_info("y", TP.FLOAT, None)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid(ML, 5)])
+    cm = onnxc.compile(m)
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    x = np.array([[0, 0], [0, 1], [1, 0], [1, 1]] * 5, np.float32)
+    for n in (1, 20):  # row by row, and in a block (tree 0 is two nodes deep)
+        np.testing.assert_array_equal(cm.run({"x": x[:n]})["y"], sess.run(None, {"x": x[:n]})[0])
+    fine = dict(_small(), nodes_featureids=[0, 0, 0], nodes_values_as_tensor=numpy_helper.from_array(
+        np.array([0.1, 0.0, 0.0])))
+    del fine["nodes_values"]
+    types = [TP.FLOAT, TP.DOUBLE, TP.INT64]
+    g = helper.make_graph([helper.make_node("TreeEnsembleRegressor", [f"x{k}"], [f"y{k}"], domain=ML, **fine)
+                           for k in range(3)], "t",
+                          [helper.make_tensor_value_info(f"x{k}", t, ["M", 1]) for k, t in enumerate(types)],
+                          [helper.make_tensor_value_info(f"y{k}", TP.FLOAT, None) for k in range(3)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(ML, 3)])
+    got = onnxc.compile(m).run({"x0": np.array([[0.1], [0.0]], np.float32), "x1": np.array([[0.1], [0.2]]),
+                                "x2": np.array([[0], [1]], np.int64)})
+    for k in range(3):
+        np.testing.assert_array_equal(got[f"y{k}"], [[2.0], [1.0]] if k == 0 else [[1.0], [2.0]])
+
+
+@pytest.mark.parametrize("change,match", [
+    ({"nodes_modes": ["BRANCH_LEQ", "BRANCH_LEQ", "LEAF"], "nodes_truenodeids": [1, 0, 0],
+      "nodes_falsenodeids": [2, 0, 0]}, "tree 0 has a cycle through node"),
+    ({"nodes_featureids": [2**28, 0, 0]}, "feature index 268435456 is too large"),
+    ({"nodes_falsenodeids": [2, 0, 0], "nodes_treeids": [0, 0, 1]}, "names node 2, which does not exist"),
+    ({"target_treeids": [0, 3]}, "names node 2 of tree 3, which does not exist"),
+])
+def test_more_errors(change, match):
+    x = np.zeros((2, 3), np.float32)
+    with pytest.raises(onnxc.ShapeError, match=match):
+        onnxc.compile(model("TreeEnsembleRegressor", x, {**_small(), **change}))
+
+
+def test_layout_preorder_and_leaves():
+    """The blob layout (codegen/kernels/trees_layout.py): 16 bytes a node, tree after tree, each in preorder
+    with the true child next; leaves flagged, pointing at themselves, numbered in that order."""
+    from onnxc.codegen.kernels.trees_classic import classic
+    from onnxc.codegen.kernels.trees_layout import LEAF, forest_tables
+    from onnxc.frontend import load_model
+
+    rng = np.random.default_rng(9)
+    nodes, w = forest(rng, 6, 4, 3, ["BRANCH_LEQ"], lambda t: [0, 1][: 1 + t % 2])
+    x = np.zeros((1, 3), np.float32)
+    node = load_model(model("TreeEnsembleRegressor", x, dict(nodes, n_targets=2, **weights(w, "target", False)))
+                      .SerializeToString()).graph.nodes[0]
+    c = classic(node, "target", 2)
+    tabs, scalars = forest_tables(c.forest, 2, 0, False, node)
+    t = tabs["nodes"]
+    assert t.dtype == np.int32 and t.shape == (len(nodes["nodes_treeids"]), 4)  # 16 bytes a node
+    leaf = (t[:, 0] & LEAF) != 0
+    branch = np.flatnonzero(~leaf)
+    np.testing.assert_array_equal(t[branch, 2], branch + 1)  # the true child follows its parent
+    assert (t[leaf, 2] == np.flatnonzero(leaf)).all() and (t[leaf, 1] == np.arange(leaf.sum())).all()
+    starts = np.r_[tabs["roots"], len(t)]
+    assert (np.diff(starts) > 0).all()  # tree after tree
+    # one or two weights a leaf: CSR over the leaves (that each leaf keeps its weights: the onnxruntime tests)
+    assert scalars["layout"] == 2 and len(tabs["starts"]) == leaf.sum() + 1
+    assert tabs["starts"][-1] == len(tabs["weights"]) == len(w["weights"])

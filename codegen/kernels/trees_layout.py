@@ -1,0 +1,235 @@
+"""Array work of the tree-ensemble kernels (codegen/kernels/trees.py): checking that trees are acyclic
+and measuring their depths, and packing a Forest into the tables of runtime_c/onnxc_forest.h that go
+to the weights blob.
+
+Everything is numpy over all trees at once: a forest of millions of nodes takes a few numpy steps per
+depth level, never a Python object per node.
+
+Acyclicity and depths (``tree_depths``): when no node has two parents and no root has one (real
+forests), the levels below the roots are already acyclic layers. Otherwise the nodes reachable from the
+roots are found level by level; Kahn's algorithm then peels them in layers (a node once every reachable
+parent is peeled); reachable nodes left over lie on or below a cycle. Heights are computed over the
+layers in reverse, so trees that share nodes (TreeEnsemble allows it) get their true longest path,
+which the block walk relies on.
+
+Packing (``forest_tables``): 16 bytes a node (feature | leaf flag << 27 | truth mask << 28, float
+threshold, children; a leaf points at itself and holds its number instead of a threshold), tree after
+tree, each in preorder with the true child first (a path reads memory forward; only when no node has
+two parents), per tree its root node and depth, thresholds in double when a threshold is not a float or
+the input is double, BRANCH_MEMBER sets as (offset, length) pairs into a sorted value table, and the
+leaf weights (one per leaf, dense per target, or CSR) in the leaves' order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from onnxc.ir import Node, ShapeError
+
+# Truth mask per mode (LEQ, LT, GTE, GT, EQ, NEQ, MEMBER): bit c set when outcome c sends a row to the
+# true child; c = 0 unordered (NaN), 1 less, 2 greater, 3 equal (runtime_c/onnxc_forest.h).
+_MASKS = np.array([0b1010, 0b0010, 0b1100, 0b0100, 0b1000, 0b0111, 0b0000], np.uint32)
+FEATURE_BITS, MASK_SHIFT = 27, 28
+LEAF = 1 << FEATURE_BITS                  # ONNXC_TREE_LEAF: the node is a leaf
+MODE_MASK, MODE_MEMBER, MISSING = 6, 7, 8  # ONNXC_TREE_MASK, ONNXC_TREE_MEMBER, ONNXC_TREE_MISSING
+SINGLE, DENSE, CSR = 0, 1, 2              # ONNXC_LEAF_*
+
+
+def _reachable(roots: np.ndarray, tref: np.ndarray, fref: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(reached, tree): whether each branch node is reachable from a root, and one tree reaching it."""
+    n = len(tref)
+    seen = np.zeros(n, bool)
+    tree = np.full(n, -1, np.int64)
+    front, first = np.unique(roots[roots >= 0], return_index=True)
+    tree[front] = np.flatnonzero(roots >= 0)[first]
+    seen[front] = True
+    while len(front):
+        kids = np.concatenate((tref[front], fref[front]))
+        trees = np.concatenate((tree[front], tree[front]))
+        keep = kids >= 0
+        keep[keep] = ~seen[kids[keep]]
+        front, first = np.unique(kids[keep], return_index=True)
+        tree[front] = trees[keep][first]
+        seen[front] = True
+    return seen, tree
+
+
+def tree_depths(f, cycle: Callable[[int, int], Exception]) -> np.ndarray:
+    """Per tree of Forest ``f`` the branch nodes on its longest path; ``cycle(k, t)`` is raised when branch
+    node k, reached from tree t, lies on a cycle."""
+    tref, fref = f.true_ref, f.false_ref
+    n = len(tref)
+    edges = np.concatenate((tref, fref))
+    indeg = np.bincount(edges[edges >= 0], minlength=n)
+    roots = f.roots[f.roots >= 0]
+    if (indeg <= 1).all() and not indeg[roots].any():
+        return _tree_heights(f, n)  # every node has one parent at most, roots none: trees, no cycle
+    seen, tree = _reachable(f.roots, tref, fref)
+    reach = np.flatnonzero(seen)
+    edges = np.concatenate((tref[reach], fref[reach]))
+    indeg = np.bincount(edges[edges >= 0], minlength=n)
+    front = reach[indeg[reach] == 0]
+    layers, peeled = [], 0
+    while len(front):
+        layers.append(front)
+        peeled += len(front)
+        kids = np.concatenate((tref[front], fref[front]))
+        kids, counts = np.unique(kids[kids >= 0], return_counts=True)
+        indeg[kids] -= counts
+        front = kids[indeg[kids] == 0]
+    if peeled < len(reach):
+        k = int(reach[indeg[reach] > 0][0])  # on or below a cycle: follow unpeeled children onto it
+        visited = set()
+        while k not in visited:
+            visited.add(k)
+            k = next(int(c) for c in (tref[k], fref[k]) if c >= 0 and indeg[c] > 0)
+        raise cycle(k, int(tree[k]))
+    return _heights(f, layers, n)
+
+
+def _tree_heights(f, n: int) -> np.ndarray:
+    """tree_depths when no node has two parents: the levels below the roots are the layers."""
+    layers, front = [], np.unique(f.roots[f.roots >= 0])
+    while len(front):
+        layers.append(front)
+        kids = np.concatenate((f.true_ref[front], f.false_ref[front]))
+        front = kids[kids >= 0]
+    return _heights(f, layers, n)
+
+
+def _heights(f, layers: list[np.ndarray], n: int) -> np.ndarray:
+    """Per tree its depth, from layers of branch nodes in which every node comes after its parents."""
+    tref, fref = f.true_ref, f.false_ref
+    height = np.zeros(n + 1, np.int64)  # height[n] = 0: where leaf references point
+    for layer in reversed(layers):
+        t, fl = np.where(tref[layer] >= 0, tref[layer], n), np.where(fref[layer] >= 0, fref[layer], n)
+        height[layer] = 1 + np.maximum(height[t], height[fl])
+    return np.where(f.roots >= 0, height[np.where(f.roots >= 0, f.roots, n)], 0)
+
+
+def _leaves(f, nt: int) -> tuple[int, np.ndarray | None, np.ndarray | None]:
+    """(layout, targets or None, starts or None) of the leaf weights."""
+    if f.leaf_start is None:
+        layout = SINGLE
+    else:
+        counts = np.diff(f.leaf_start)
+        if (counts == nt).all() and (f.leaf_target == np.arange(len(f.leaf_target)) % max(nt, 1)).all():
+            layout = DENSE
+        else:
+            layout = SINGLE if (counts == 1).all() else CSR
+    targets = f.leaf_target.astype(np.int32) if layout != DENSE and f.leaf_target.any() else None
+    starts = f.leaf_start.astype(np.int32) if layout == CSR else None
+    return layout, targets, starts
+
+
+def _is_float(split: np.ndarray) -> bool:
+    """Whether every threshold that is not NaN is exactly a float."""
+    s = split[~np.isnan(split)]
+    with np.errstate(over="ignore"):
+        return bool((s.astype(np.float32).astype(np.float64) == s).all())
+
+
+def _preorder(f, nb: int, nl: int) -> np.ndarray | None:
+    """The nodes (branch k as k, leaf l as nb + l) tree after tree, each tree in preorder with the true child
+    first, so a path reads memory forward and a tree is one block; None when a node has two parents
+    (shared subtrees: the order is kept). Nodes no root reaches are left out."""
+    roots = np.where(f.roots >= 0, f.roots, nb - f.roots - 1)
+    if not len(roots):
+        return np.zeros(0, np.int64)
+    tc = np.where(f.true_ref >= 0, f.true_ref, nb - f.true_ref - 1)
+    fc = np.where(f.false_ref >= 0, f.false_ref, nb - f.false_ref - 1)
+    indeg = np.bincount(np.concatenate((tc, fc)), minlength=nb + nl)
+    if (indeg > 1).any() or indeg[roots].any() or len(np.unique(roots)) < len(roots):
+        return None
+    levels, front = [], roots[roots < nb]
+    while len(front):
+        levels.append(front)
+        kids = np.concatenate((tc[front], fc[front]))
+        front = kids[kids < nb]
+    size = np.ones(nb + nl, np.int64)
+    for level in reversed(levels):
+        size[level] = 1 + size[tc[level]] + size[fc[level]]
+    pos = np.full(nb + nl, -1, np.int64)
+    pos[roots] = np.concatenate(([0], np.cumsum(size[roots])[:-1]))
+    for level in levels:
+        pos[tc[level]] = pos[level] + 1
+        pos[fc[level]] = pos[level] + 1 + size[tc[level]]
+    placed = np.flatnonzero(pos >= 0)
+    perm = np.empty(len(placed), np.int64)
+    perm[pos[placed]] = placed
+    return perm
+
+
+def _reorder(tables: dict, perm: np.ndarray, nb: int, nt: int, layout: int) -> None:
+    """Put the nodes of ``tables`` in the order ``perm`` (indices of the current order), leaves renumbered
+    in that order with their weights."""
+    new = np.full(len(tables["nodes"]), -1, np.int32)
+    new[perm] = np.arange(len(perm), dtype=np.int32)
+    nodes = tables["nodes"][perm]
+    nodes[:, 2], nodes[:, 3] = new[nodes[:, 2]], new[nodes[:, 3]]
+    leaves = perm[perm >= nb] - nb  # old leaf numbers, in the new order
+    nodes[perm >= nb, 1] = np.arange(len(leaves), dtype=np.int32)
+    tables["nodes"], tables["roots"] = nodes, new[tables["roots"]]
+    for k in ("splitd", "sets"):
+        if tables[k] is not None:
+            tables[k] = tables[k][perm]
+    if layout == DENSE:
+        tables["weights"] = tables["weights"].reshape(-1, nt)[leaves].reshape(-1)
+        return
+    if layout == SINGLE:
+        pick = leaves
+    else:
+        starts = tables["starts"].astype(np.int64)
+        counts = starts[leaves + 1] - starts[leaves]
+        first = np.concatenate(([0], np.cumsum(counts)))
+        pick = np.repeat(starts[leaves] - first[:-1], counts) + np.arange(first[-1])
+        tables["starts"] = first.astype(np.int32)
+    tables["weights"] = tables["weights"][pick]
+    if tables["targets"] is not None:
+        tables["targets"] = tables["targets"][pick]
+
+
+def forest_tables(f, nt: int, agg: int, double_input: bool, node: Node) -> tuple[dict, dict]:
+    """(tables, scalars) of the ``onnxc_forest`` struct of Forest ``f`` (runtime_c/onnxc_forest.h), by field
+    name: the tables numpy arrays for the weights blob (None: NULL), the scalars ints. ``agg``: ONNXC_AGG_*."""
+    nb, nl = len(f.feature), f.n_leaves
+    if nb + nl >= 2**31 - 1 or len(f.leaf_weight) >= 2**31 - 1:
+        raise ShapeError(f"{node.describe()}: {nb} branch nodes and {nl} leaves: more than 2**31 are not supported")
+    if nb and int(f.feature.max()) >= 1 << FEATURE_BITS:
+        raise ShapeError(f"{node.describe()}: feature index {int(f.feature.max())} is too large (at most "
+                         f"{(1 << FEATURE_BITS) - 1})")
+    member = bool((f.mode == 6).any())
+    double = double_input or not _is_float(f.split)
+    uniform = nb > 0 and not (double or member or (f.mode != f.mode[0]).any())
+    mode = int(f.mode[0]) if uniform else (MODE_MEMBER if member else MODE_MASK)
+    if uniform and mode != 5 and f.missing.any():
+        mode += MISSING
+    mask = _MASKS[f.mode] | f.missing.astype(np.uint32)
+    split = f.split.copy()
+    if not uniform:  # a NaN threshold: the outcome is constant (NEQ: true), but for tracked NaN features
+        nan = np.isnan(split)
+        mask[nan] = np.where(f.mode[nan] == 5, 0b1111, 0) | f.missing[nan]
+        split[nan | (f.mode == 6)] = 0.0
+    nodes = np.zeros((nb + nl, 4), np.int32)
+    nodes[:nb, 0] = (f.feature.astype(np.uint32) | (mask << MASK_SHIFT)).view(np.int32)
+    with np.errstate(over="ignore"):
+        nodes[:nb, 1] = split.astype(np.float32).view(np.int32)
+    index = lambda ref: np.where(ref >= 0, ref, nb - ref - 1).astype(np.int32)  # noqa: E731
+    nodes[:nb, 2], nodes[:nb, 3] = index(f.true_ref), index(f.false_ref)
+    nodes[nb:, 0] = LEAF
+    nodes[nb:, 1] = np.arange(nl, dtype=np.int32)  # a leaf's number (its weights), as the threshold's bits
+    nodes[nb:, 2] = nodes[nb:, 3] = np.arange(nb, nb + nl, dtype=np.int32)
+    layout, targets, starts = _leaves(f, nt)
+    sets = np.stack((f.set_off, f.set_len), axis=1).astype(np.int32) if member else None
+    tables = {"nodes": nodes, "roots": index(f.roots), "depths": f.depths.astype(np.int32),
+              "splitd": np.concatenate((split, np.zeros(nl))) if double else None,
+              "sets": np.concatenate((sets, np.full((nl, 2), -1, np.int32))) if member else None,
+              "members": f.members.astype(np.float64) if member else None,
+              "weights": f.leaf_weight.astype(np.float64), "targets": targets, "starts": starts}
+    perm = _preorder(f, nb, nl)
+    if perm is not None:
+        _reorder(tables, perm, nb, nt, layout)
+    scalars = {"ntrees": len(f.roots), "ntargets": nt, "mode": mode, "layout": layout, "agg": agg}
+    return tables, scalars
