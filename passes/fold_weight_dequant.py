@@ -11,6 +11,13 @@ them with standard ops. Such a chain, starting at a constant initializer ``q``, 
 fold_constants leaves a chain whose float result is above its size cap to run time, where every call
 converts the whole tensor. This pass rewrites the chain by what reads its result:
 
+0. MatMuls reading a 4-bit ``DequantizeLinear`` of a [K, N] uint4 / int4 weight as their B, float32
+   out, blocked along K (axis 0, a block size that is a multiple of 8; also one scale per column or
+   per tensor: a single block): each becomes onnxc::MatMulNBits(A, Q, S, Z) (passes/shapes/contrib.py),
+   whose kernel keeps the weights 4-bit instead of 8 times larger as float32 (int4 values and zero
+   points move by 8 into uint4; uint4 without zero points gets explicit zeros). Other readers of the
+   chain are then handled as below.
+
 1. Only Gathers on the data input (embedding tables): each ``Gather(chain(q), ids, axis=a)`` becomes
    ``chain'(Gather(q, ids, axis=a))``: the narrow rows are gathered, then only they are dequantized.
    Parameters are taken along: one that does not vary along axis ``a`` is used as it is (reshaped
@@ -42,6 +49,7 @@ from onnxc.ir import Attr, DType, Graph, Model, Node, TensorType, Value
 
 from .base import PassResult, in_subgraphs
 from .fold_constants import try_fold
+from .shapes.contrib import NBITS_DOMAIN
 from .shapes.quant_layout import QLayout, dequantize_output_type, quant_layout
 from .shapes.registry import rule_for
 
@@ -281,6 +289,68 @@ def _rewrite_gather(chain: Chain, gather: Node, steps: list[Step]) -> None:
             try_fold(n)  # constant ids: the few rows fold like fold_constants would fold them
 
 
+# -- case 0: 4-bit weights of MatMuls -----------------------------------------------------------------
+
+def nbits_block(chain: Chain) -> int | None:
+    """The block size along K when the chain is a 4-bit DequantizeLinear onnxc::MatMulNBits can take
+    (module doc, case 0), else None."""
+    dq, q = chain.nodes[0], chain.table
+    if len(chain.nodes) != 1 or not _std(dq, "DequantizeLinear") or q.dtype not in (DType.UINT4, DType.INT4) \
+            or len(q.shape) != 2 or dequantize_output_type(dq) != DType.FLOAT or dq.input(1).dtype != DType.FLOAT:
+        return None
+    lay = quant_layout(dq)
+    if lay.kind == "block":
+        return lay.block if lay.axis == 0 and lay.block % 8 == 0 else None
+    return -(-q.shape[0] // 8) * 8 if lay.kind == "tensor" or lay.axis == 1 else None  # one block: all of K
+
+
+def _nbits_matmuls(chain: Chain) -> list[Node]:
+    g = chain.nodes[0].graph
+    return [n for n, i in chain.end.uses() if _std(n, "MatMul") and i == 1 and n.graph is g
+            and n.input(0) is not chain.end and isinstance(n.input(0).type, TensorType)
+            and n.input(0).dtype == DType.FLOAT and n.input(0).shape]
+
+
+def _nbits_tables(chain: Chain, block: int) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """(Q uint4 [K, N], S float32 [blocks, N], Z uint4 [blocks, N] or None for 8) of the chain."""
+    dq, (k, n) = chain.nodes[0], chain.table.shape
+    shift = 8 if chain.table.dtype == DType.INT4 else 0  # int4 -> uint4
+
+    def per_block(v: Value, dt) -> np.ndarray:  # [blocks, N] from a blocked, per-column or per-tensor constant
+        a = np.asarray(v.const).astype(dt)
+        return np.ascontiguousarray(np.broadcast_to(a.reshape(-1, n if a.size > 1 else 1), (-(-k // block), n)))
+
+    zp = dq.input(2)
+    if zp is not None:
+        z = per_block(zp, np.int16) + shift
+    else:  # int4's default 0 is the kernel's 8; uint4's is not
+        z = None if shift else np.zeros((-(-k // block), n), np.int16)
+    return ((np.asarray(chain.table.const).astype(np.int16) + shift).astype(np.uint8), per_block(dq.input(1), np.float32),
+            None if z is None else z.astype(np.uint8))
+
+
+def _keep_nbits(chain: Chain) -> bool:
+    """Case 0: the MatMuls reading the chain as B become onnxc::MatMulNBits."""
+    block = nbits_block(chain)
+    matmuls = _nbits_matmuls(chain) if block is not None else []
+    if not matmuls:
+        return False
+    g, name = chain.nodes[0].graph, chain.table.name
+    consts = [None if a is None else g.add_initializer(Value(g.fresh_name(f"{name}_{tag}"), TensorType(dt, a.shape),
+                                                             const=a))
+              for a, tag, dt in zip(_nbits_tables(chain, block), ("q", "s", "zp"),
+                                    (DType.UINT4, DType.FLOAT, DType.UINT4))]
+    while consts[-1] is None:
+        consts.pop()
+    for mm in matmuls:
+        node = Node("MatMulNBits", [mm.input(0), *consts], list(mm.outputs),
+                    {"block_size": Attr("block_size", "INT", block)}, domain=NBITS_DOMAIN, name=mm.name, version=1)
+        g.insert_before(mm, node)
+        mm.outputs = []
+        g.remove(mm)
+    return True
+
+
 # -- case 2: fold once -------------------------------------------------------------------------------
 
 def fold_chain(chain: Chain) -> bool:
@@ -307,10 +377,15 @@ def fold_chain(chain: Chain) -> bool:
 def _rewrite(chain: Chain) -> bool:
     if in_qdq_group(chain):
         return False
+    kept = _keep_nbits(chain)
+    end, g = chain.end, chain.nodes[0].graph
+    if kept and not end.uses() and end not in g.outputs:
+        g.remove(chain.nodes[0])
+        return True
     gathers = _gathers(chain)
     plans = [_plan(chain, n) for n in gathers] if gathers else None
     if not plans or any(p is None for p in plans):
-        return fold_chain(chain)
+        return fold_chain(chain) or kept
     for gather, steps in zip(gathers, plans):
         _rewrite_gather(chain, gather, steps)
     g = chain.nodes[0].graph

@@ -20,6 +20,7 @@ from . import (  # noqa: F401
     image,  # noqa: F401
     linalg,  # noqa: F401
     matmul,  # noqa: F401
+    matmul_nbits,  # noqa: F401
     ml,  # noqa: F401
     ml_maps,  # noqa: F401
     movement,

@@ -11,10 +11,13 @@ q packed along K, low-order bits first; K is padded to k_blocks * block_size. sc
 ceil(k_blocks * bits / 8)]) or of the scales' type ([N, k_blocks], not rounded), default 2^(bits - 1).
 accuracy_level only lets onnxruntime quantize A internally; it is ignored here (A is not quantized).
 B (and packed zero points) must be initializers: they are unpacked here, at compile time, into a uint4 /
-uint2 / uint8 initializer [K, N] in the standard layout, read by ``DequantizeLinear(axis=0,
-block_size)`` -> MatMul (-> Add of the bias); float zero points give DequantizeLinear on [k_blocks,
-block_size, N] -> Sub(zp * scale) -> Reshape instead. g_idx (deprecated) is accepted when it is the
-identity grouping ``k // block_size``.
+uint2 / uint8 initializer [K, N] in the standard layout. With 4 bits, float32 A and constant scales
+(and zero points), the node becomes onnxc::MatMulNBits (passes/shapes/contrib.py), whose kernel keeps
+the weights 4-bit (codegen/kernels/matmul_nbits.py): scales and zero points transposed to [k_blocks,
+N], packed zero points unpacked to uint4, the bias taken as it is. Otherwise the unpacked weights are
+read by ``DequantizeLinear(axis=0, block_size)`` -> MatMul (-> Add of the bias); float zero points
+give DequantizeLinear on [k_blocks, block_size, N] -> Sub(zp * scale) -> Reshape instead. g_idx
+(deprecated) is accepted when it is the identity grouping ``k // block_size``.
 
 GatherBlockQuantized (data, indices, scales, zero_points?; bits, block_size, quantize_axis,
 gather_axis): ``Gather(dequantized data, indices, gather_axis)``, data quantized in blocks along
@@ -29,10 +32,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from onnxc.ir import DType, TensorType, Value
+from onnxc.ir import DType, Node, TensorType, Value
+from onnxc.passes.shapes.contrib import NBITS_DOMAIN
 from onnxc.passes.shapes.quant_layout import FLOAT8
 
-from .builder import Builder
+from .builder import Builder, make_attr
 from .ms_quant import dequantize
 from .registry import expansion
 
@@ -129,18 +133,49 @@ def _packed_zero_points(b: Builder, n: int, nb: int, bits: int) -> np.ndarray:
     return np.ascontiguousarray(z.T)
 
 
-def _float_zp_weights(b: Builder, q: np.ndarray, s: Value, dims: tuple[int, int, int, int], qt: DType) -> Value:
-    """W [K, N] for zero points of the scales' type: ``q * s - zp * s`` per block, on [nb, bs, N]."""
-    k, n, nb, bs = dims
+def _float_zp_shape(b: Builder, n: int, nb: int) -> None:
     zs = b.shape(3)
     if tuple(zs) not in ((n * nb,), (n, nb)):
         raise b.fail(f"zero_points must have shape {[n, nb]} (or {[n * nb]}), got {list(zs)}")
+
+
+def _float_zp_weights(b: Builder, q: np.ndarray, s: Value, dims: tuple[int, int, int, int], qt: DType) -> Value:
+    """W [K, N] for zero points of the scales' type: ``q * s - zp * s`` per block, on [nb, bs, N]."""
+    k, n, nb, bs = dims
+    _float_zp_shape(b, n, nb)
     s3 = b.reshape(s, [nb, 1, n])
     zp = b.reshape(b.transpose(b.reshape(b.input(3), [n, nb]), [1, 0]), [nb, 1, n])
     q3 = typed_const(b, q.reshape(n, nb, bs).transpose(1, 2, 0), qt)
     w = b.op("Sub", dequantize(b, q3, s3, None, axis=1, block=bs), b.op("Mul", zp, s3))
     w = b.reshape(w, [nb * bs, n])
     return w if nb * bs == k else b.slice(w, [0], [k], [0])
+
+
+def _kernel_case(b: Builder, bits: int, dt: DType) -> bool:
+    """Whether the 4-bit kernel takes the node: 4 bits, float32 A, constant scales and zero points."""
+    consts = all(b.input(i) is None or b.input(i).const is not None for i in (2, 3))
+    return bits == 4 and dt == DType.FLOAT and consts
+
+
+def _as_kernel(b: Builder, q: np.ndarray, dims: tuple[int, int, int, int]) -> None:
+    """The node as onnxc::MatMulNBits(A, Q [K, N], S [nb, N], Z?, bias?)."""
+    k, n, nb, bs = dims
+    s = _const(b, 2, "scales").reshape(n, nb).T
+    ins = [b.input(0), typed_const(b, q[:, :k].T, DType.UINT4), typed_const(b, s, DType.FLOAT, tag="s")]
+    if b.input(3) is None:
+        ins.append(None)
+    elif b.dtype(3) == DType.UINT8:
+        ins.append(typed_const(b, _packed_zero_points(b, n, nb, 4), DType.UINT4, tag="zp"))
+    else:
+        _float_zp_shape(b, n, nb)
+        ins.append(typed_const(b, _const(b, 3, "zero_points").reshape(n, nb).T, DType.FLOAT, tag="zp"))
+    ins.append(b.input(5))
+    while ins[-1] is None:
+        ins.pop()
+    node = Node("MatMulNBits", ins, [b.output(0)], {"block_size": make_attr("block_size", bs)},
+                domain=NBITS_DOMAIN, name=b.node.name or f"{b.base}/MatMulNBits", version=1)
+    b.graph.insert_before(b.node, node)
+    b.nodes.append(node)
 
 
 @expansion("MatMulNBits", domain=MS)
@@ -151,11 +186,14 @@ def matmul_nbits(b: Builder) -> None:
     _check_g_idx(b, k, bs, nb)
     qt = UNPACKED[bits]
     q = unpack_bits(_const(b, 1, "B").reshape(n, nb * blob), bits)  # [N, nb * bs]
-    s = b.transpose(b.reshape(b.input(2), [n, nb]), [1, 0])  # [nb, N]
     zp = b.input(3)
+    if zp is not None and b.dtype(3) not in (DType.UINT8, dt):
+        raise b.fail(f"zero_points must be uint8 or of the scales' type {dt.short}, got {b.dtype(3).short}")
+    if _kernel_case(b, bits, dt):
+        _as_kernel(b, q, (k, n, nb, bs))
+        return
+    s = b.transpose(b.reshape(b.input(2), [n, nb]), [1, 0])  # [nb, N]
     if zp is not None and b.dtype(3) != DType.UINT8:
-        if b.dtype(3) != dt:
-            raise b.fail(f"zero_points must be uint8 or of the scales' type {dt.short}, got {b.dtype(3).short}")
         w = _float_zp_weights(b, q, s, (k, n, nb, bs), qt)
     else:
         z = _packed_zero_points(b, n, nb, bits) if zp is not None else np.full((nb, n), 1 << (bits - 1))

@@ -12,6 +12,14 @@ that is 0 at run time gives the rank-plus-one shape with D = 0, the same zero el
 Inverse (opset 1): X [..., n, n] (float32, float64 or float16, as onnxruntime's CPU kernel) gives Y of
 X's type and shape, the inverse of each matrix. The last two dims must be equal: a static mismatch
 is an error here, symbolic ones are checked by the run function.
+
+onnxc::MatMulNBits (internal, domain ``onnxc``): the 4-bit weight product that com.microsoft
+MatMulNBits (passes/expansions/ms_nbits.py) and DequantizeLinear(uint4 / int4 blocked along K) ->
+MatMul (passes/fold_weight_dequant.py) become when the weights are constants; its kernel keeps them
+4-bit (codegen/kernels/matmul_nbits.py, runtime_c/onnxc_nbits.h). Inputs: A (float32 [..., K]), Q
+(uint4 [K, N]), S (float32 [ceil(K / block_size), N]), optional Z (uint4 or float32, S's shape; default
+8) and bias (float32 [N]); attribute block_size (a positive multiple of 8). Y (float32 [..., N]) =
+A @ W + bias with ``W[k, n] = (Q[k, n] - Z[k // block_size, n]) * S[k // block_size, n]``.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ from onnxc.ir import DType, Node, TensorType
 
 from .common import fail, require_equal, runtime_dim, shape_of, tensor_type
 from .registry import shape_rule
+from .shape_ops import SYM_DOMAIN
 
 MS = "com.microsoft"
 START, END = "\x02", "\x03"  # the marks around each string's tokens
@@ -100,3 +109,56 @@ def _inverse(node: Node) -> list:
     require_equal(node, [(shape[-2], f"axis {len(shape) - 2}"), (shape[-1], f"axis {len(shape) - 1}")],
                   rule="square matrices")
     return [TensorType(t.dtype, shape)]
+
+
+# -- onnxc::MatMulNBits ---------------------------------------------------------------------------------
+NBITS_DOMAIN = SYM_DOMAIN  # onnxc's internal ops
+
+
+@dataclass(frozen=True)
+class NBitsSpec:
+    """An onnxc::MatMulNBits node's sizes: K, N, the block size, Z's element type (None: absent)."""
+
+    k: int
+    n: int
+    block: int
+    zp: DType | None
+
+
+def _nbits_expect(node: Node, i: int, what: str, types: tuple[DType, ...], shape: tuple) -> DType:
+    t = tensor_type(node, i)
+    if t.dtype not in types or tuple(t.shape or ()) != shape:
+        want = " or ".join(d.short for d in types)
+        raise fail(node, f"{what} (input {i}) must be {want} {list(shape)}, got {t.dtype.short} "
+                         f"{list(t.shape) if t.shape is not None else 'of unknown rank'}")
+    return t.dtype
+
+
+def nbits_spec(node: Node) -> NBitsSpec:
+    """The sizes of onnxc::MatMulNBits ``node``, its inputs checked; ShapeError naming the node otherwise."""
+    bs = int(node.attr("block_size", 0))
+    if bs <= 0 or bs % 8:
+        raise fail(node, f"block_size must be a positive multiple of 8, got {bs}")
+    q = tensor_type(node, 1)
+    if q.dtype != DType.UINT4 or q.shape is None or len(q.shape) != 2 or not q.is_static:
+        raise fail(node, f"Q (input 1) must be uint4 of a static shape [K, N], got {q}")
+    k, n = q.shape
+    nb = -(-k // bs)
+    _nbits_expect(node, 2, "S", (DType.FLOAT,), (nb, n))
+    zp = None if node.input(3) is None else _nbits_expect(node, 3, "Z", (DType.UINT4, DType.FLOAT), (nb, n))
+    if node.input(4) is not None:
+        _nbits_expect(node, 4, "bias", (DType.FLOAT,), (n,))
+    return NBitsSpec(k, n, bs, zp)
+
+
+@shape_rule("MatMulNBits", domain=NBITS_DOMAIN)
+def _matmul_nbits(node: Node) -> list:
+    spec = nbits_spec(node)
+    a = tensor_type(node, 0)
+    if a.dtype != DType.FLOAT:
+        raise fail(node, f"A (input 0) must be float, got {a.dtype.short}")
+    shape = shape_of(node, 0)
+    if not shape:
+        raise fail(node, "A (input 0) must have rank >= 1, got a scalar")
+    require_equal(node, [(shape[-1], f"A axis {len(shape) - 1}"), (spec.k, "K of Q")], rule="A [..., K] @ Q [K, N]")
+    return [TensorType(DType.FLOAT, (*shape[:-1], spec.n))]

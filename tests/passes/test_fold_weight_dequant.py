@@ -224,8 +224,10 @@ def _fold_model() -> onnx.ModelProto:
 def test_weights_fold_once_and_numbers():
     model = _fold_model()
     after = _until(model, "fold_weight_dequant")
-    assert [n.op_type for n in after.graph.nodes] == ["MatMul", "MatMul", "Gemm", "Conv", "Gather", "MatMul"]
-    for n in after.graph.nodes:
+    # y1 (int4 blocked along K) keeps its weights 4-bit: onnxc::MatMulNBits (case 0 of the pass)
+    assert [n.op_type for n in after.graph.nodes] == ["MatMulNBits", "MatMul", "Gemm", "Conv", "Gather", "MatMul"]
+    assert [v.dtype for v in after.graph.nodes[0].inputs[1:]] == [DType.UINT4, DType.FLOAT]
+    for n in after.graph.nodes[1:]:
         w = n.inputs[0] if n.op_type == "Gather" else n.inputs[1]
         assert w.const is not None and w.const.dtype == np.float32, repr(n)
     assert after.graph.nodes[-1].inputs[1].const.shape == (1024, V)  # the Transpose folded too
