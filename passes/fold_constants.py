@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from onnxc.ir import Graph, Model, Node, TensorType, dtype_from_numpy
+from onnxc.ir import DType, Graph, Model, Node, TensorType, dtype_from_numpy
 from onnxc.ir.limits import byte_size, element_count
 
 from .base import PassResult
@@ -20,12 +20,25 @@ from .shapes.registry import fold_for
 MAX_FOLD_BYTES = 1 << 22  # results above this fold only when no larger than their inputs
 
 
+def _narrow_matmul_weight(node: Node) -> bool:
+    """A DequantizeLinear of a 4-bit constant read as a MatMul's B: left whole for fold_weight_dequant,
+    which keeps such weights 4-bit (onnxc::MatMulNBits) or else folds them without the cap."""
+    if node.op_type != "DequantizeLinear" or node.domain not in ("", "ai.onnx") or not node.inputs:
+        return False
+    q = node.inputs[0]
+    if q is None or q.dtype not in (DType.INT4, DType.UINT4):
+        return False
+    return any(u.op_type == "MatMul" and u.domain in ("", "ai.onnx") and i == 1 for u, i in node.outputs[0].uses())
+
+
 def try_fold(node: Node, capped: bool = True) -> bool:
     """Fold ``node`` in place if possible; True when it was folded. ``capped=False`` skips the size cap
     (for outputs that are needed whole anyway: passes/fold_weight_dequant.py)."""
     if node.graph is None or any(sg for sg in node.subgraphs()):
         return False
     if any(not isinstance(o.type, TensorType) for o in node.outputs):
+        return False
+    if capped and _narrow_matmul_weight(node):
         return False
     ins = node.inputs
     arrays = [None if v is None else v.const for v in ins]

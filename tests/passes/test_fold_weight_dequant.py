@@ -198,6 +198,9 @@ def _fold_model() -> onnx.ModelProto:
     w1 = _ints(np.int8, (1024, 1100), -8, 7).astype(ml_dtypes.int4)
     dq = b.op("DequantizeLinear", [b.c("w1", w1), b.c("s1", _scales((32, 1100)))], "w1d", axis=0, block_size=32)
     b.op("MatMul", ["x", dq], "y1")
+    w0 = _ints(np.int8, (1024, 48), -8, 7).astype(ml_dtypes.int4)  # small: shape inference must not fold it
+    dq = b.op("DequantizeLinear", [b.c("w0", w0), b.c("s0", _scales((32, 48)))], "w0d", axis=0, block_size=32)
+    b.op("MatMul", ["x", dq], "y0")
     dq = b.op("DequantizeLinear", [b.c("w1u", _ints(np.uint8, (1024, 1100), 0, 15).astype(ml_dtypes.uint4)),
                                    b.c("s1u", _scales((1024, 35))),
                                    b.c("z1u", _ints(np.uint8, (1024, 35), 7, 8).astype(ml_dtypes.uint4))],
@@ -214,7 +217,7 @@ def _fold_model() -> onnx.ModelProto:
                                    b.c("z4", np.array([128], np.uint8))], "t4d")
     b.op("Gather", [dq, "ids"], "y4")  # tied embedding: the table also feeds the output projection
     b.op("MatMul", ["x", b.op("Transpose", [dq], "t4t", perm=[1, 0])], "y5")
-    for o in ("y1", "y1u", "y2", "y3", "y4", "y5"):
+    for o in ("y1", "y0", "y1u", "y2", "y3", "y4", "y5"):
         b.out(o)
     return b.model([helper.make_tensor_value_info("x", F32, ["M", 1024]),
                     helper.make_tensor_value_info("img", F32, [1, 512, 6, 5]),
@@ -224,10 +227,11 @@ def _fold_model() -> onnx.ModelProto:
 def test_weights_fold_once_and_numbers():
     model = _fold_model()
     after = _until(model, "fold_weight_dequant")
-    # y1 (int4 blocked along K) keeps its weights 4-bit: onnxc::MatMulNBits (case 0 of the pass)
-    assert [n.op_type for n in after.graph.nodes] == ["MatMulNBits", "MatMul", "Gemm", "Conv", "Gather", "MatMul"]
+    # y1 and the small y0 (int4 blocked along K) keep their weights 4-bit: onnxc::MatMulNBits (case 0)
+    assert [n.op_type for n in after.graph.nodes] == ["MatMulNBits", "MatMulNBits", "MatMul", "Gemm", "Conv",
+                                                      "Gather", "MatMul"]
     assert [v.dtype for v in after.graph.nodes[0].inputs[1:]] == [DType.UINT4, DType.FLOAT]
-    for n in after.graph.nodes[1:]:
+    for n in after.graph.nodes[2:]:
         w = n.inputs[0] if n.op_type == "Gather" else n.inputs[1]
         assert w.const is not None and w.const.dtype == np.float32, repr(n)
     assert after.graph.nodes[-1].inputs[1].const.shape == (1024, V)  # the Transpose folded too
