@@ -165,6 +165,12 @@ class Emitter:
         return y
 
 
+def _qlinear_inputs(a: DQ, b: DQ, t: Tail) -> list[Value | None]:
+    """QLinearConv / QLinearMatMul's first eight inputs: each operand with its scale and zero point, then
+    the output's."""
+    return [a.q, a.node.input(1), a.node.input(2), b.q, b.node.input(1), b.node.input(2), t.q.input(1), t.q.input(2)]
+
+
 def _emit_quantized(e: Emitter, t: Tail, op: str, ins: list[Value | None], attrs: dict[str, Attr]) -> None:
     """The integer op writing the tail's Q output, through the tail's clamp in the quantized domain:
     ``Max(y, Q(0))`` for Relu, ``Clip(y, Q(lo), Q(hi))`` for Clip."""
@@ -249,8 +255,7 @@ def _lower_conv(conv: Node) -> bool:
     t = _tail(y)
     if t is not None:
         e = Emitter(t.q)
-        ins = [x.q, x.node.input(1), x.node.input(2), w.q, w.node.input(1), w.node.input(2),
-               t.q.input(1), t.q.input(2)]
+        ins = _qlinear_inputs(x, w, t)
         if conv.input(2) is not None:
             ins.append(e.const(_bias_int32(real, acc), "qdq_bias"))
         _emit_quantized(e, t, "QLinearConv", ins, attrs)
@@ -294,10 +299,7 @@ def _lower_matmul(mm: Node) -> bool:
     y = mm.outputs[0]
     t = _tail(y)
     if t is not None:
-        e = Emitter(t.q)
-        ins = [a.q, a.node.input(1), a.node.input(2), b.q, b.node.input(1), b.node.input(2),
-               t.q.input(1), t.q.input(2)]
-        _emit_quantized(e, t, "QLinearMatMul", ins, {})
+        _emit_quantized(Emitter(t.q), t, "QLinearMatMul", _qlinear_inputs(a, b, t), {})
         _drop(mm)
         return True
     if bq is None:
