@@ -324,3 +324,26 @@ def test_busy_load_spins_and_stops():
         time.sleep(1.5)
         assert cpu_s(p.pid) - c0 > 0.05  # it burns CPU (a share of a core, small on a crowded machine)
     assert p.poll() is not None and not load.procs
+
+
+def test_quantized_models_are_compared_at_quantization_tolerance(tmp_path):
+    """``onnxc bench`` judges a model that computes with quantized integers at about two 8-bit steps
+    (QUANT_TOL), a float model at 1e-3."""
+    from onnxc.bench import QUANT_TOL, compare, is_quantized
+
+    a = helper.make_tensor_value_info("a", TensorProto.UINT8, [2, 4])
+    q = helper.make_graph(
+        [helper.make_node("MatMulInteger", ["a", "b"], ["y"])], "q", [a],
+        [helper.make_tensor_value_info("y", TensorProto.INT32, None)],
+        [numpy_helper.from_array(np.arange(12, dtype=np.int8).reshape(4, 3), "b")])
+    quant = onnxc.compile(helper.make_model(q, opset_imports=[helper.make_opsetid("", 13)]))
+    f = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "f",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    plain = onnxc.compile(helper.make_model(f, opset_imports=[helper.make_opsetid("", 13)]))
+    assert is_quantized(quant) and not is_quantized(plain)
+    assert 1e-3 < QUANT_TOL < 0.05
+    path = tmp_path / "q.onnx"
+    onnx.save(helper.make_model(q, opset_imports=[helper.make_opsetid("", 13)]), path)
+    res = compare(path, {"a": np.ones((2, 4), np.uint8)}, 1, Budget(min_runs=1, seconds=0.01), quant, tol=QUANT_TOL)
+    assert res["ort_error"] is None and res["mismatch"] is False and res["max_rel_err"] == 0.0
