@@ -196,6 +196,61 @@ def run_case(name: str, threads: int, budget: Budget, cpu: bool = False, skip: f
     return {"case": name, "ort_ms": o, "onnxc_ms": c, "ratio": c / o, "max_rel_err": err}
 
 
+def compile_without(path: Path, threads: int, skip_pass: str | None):
+    """onnxc's build of the model at ``path``, leaving the pipeline step ``skip_pass`` out (None: all
+    steps). A build without the pass gets another doc string, so the model cache keeps the two apart."""
+    steps = pipeline.steps
+    if skip_pass:
+        m = onnx.load(str(path))
+        m.doc_string = f"compiled without {skip_pass}"
+        path = path.with_suffix(".before.onnx")
+        onnx.save(m, str(path))
+        pipeline.steps = lambda: [st for st in steps() if st[0] != skip_pass]
+    try:
+        return onnxc.compile(str(path), threads=threads)
+    finally:
+        pipeline.steps = steps
+
+
+def pass_case(model: onnx.ModelProto, feeds: dict, name: str, pass_name: str, threads: int, budget: Budget,
+              cpu: bool = False) -> dict:
+    """One case of a before / after benchmark of one pass: onnxruntime, onnxc without the pass ("before")
+    and with it ("after"), timed in turn; medians, ratios and the largest relative error of "after"."""
+    with tempfile.TemporaryDirectory(prefix="onnxc-pass-") as d:
+        path = Path(d) / f"{name}.onnx"
+        onnx.save(model, str(path))
+        before, after = compile_without(path, threads, pass_name), compile_without(path, threads, None)
+        sess = ort_session(path, threads)
+        outs = [o.name for o in sess.get_outputs()]
+        err = max_rel_error(after.run(feeds), dict(zip(outs, sess.run(None, feeds))))
+        t_b, t_a, t_o = timed([lambda: before.run(feeds), lambda: after.run(feeds), lambda: sess.run(None, feeds)],
+                              budget, time.process_time if cpu else time.perf_counter)
+    o, bf, af = (summary(t)["median_ms"] for t in (t_o, t_b, t_a))
+    return {"case": name, "ort_ms": o, "before_ms": bf, "after_ms": af, "before_ratio": bf / o,
+            "after_ratio": af / o, "max_rel_err": err}
+
+
+def pass_main(cases: dict, pass_name: str, doc: str, argv: list[str] | None, runs: int = 10) -> int:
+    """The command line of a before / after benchmark of ``pass_name`` over ``cases`` (name -> builder)."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--cases", default=",".join(cases))
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--seconds", type=float, default=3.0)
+    ap.add_argument("--runs", type=int, default=runs)
+    ap.add_argument("--cpu", action="store_true", help="time by process CPU time")
+    args = ap.parse_args(argv)
+    budget = Budget(min_runs=args.runs, seconds=args.seconds, max_seconds=10 * args.seconds)
+    w = max(len(c) for c in cases) + 1
+    print(f"{'case':<{w}} {'ort ms':>8} {'before ms':>9} {'after ms':>9} {'before/ort':>10} {'after/ort':>9} "
+          f"{'max rel err':>11}")
+    for name in args.cases.split(","):
+        model, feeds = cases[name]()
+        r = pass_case(model, feeds, name, pass_name, args.threads, budget, args.cpu)
+        print(f"{name:<{w}} {r['ort_ms']:8.3f} {r['before_ms']:9.3f} {r['after_ms']:9.3f} {r['before_ratio']:10.2f} "
+              f"{r['after_ratio']:9.2f} {r['max_rel_err']:11.2e}", flush=True)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", default=",".join(CASES))

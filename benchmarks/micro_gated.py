@@ -19,11 +19,8 @@ onnxruntime, and the largest relative error of "after" against onnxruntime.
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
-import tempfile
-import time
 from pathlib import Path
 
 if __package__ in (None, ""):
@@ -33,10 +30,7 @@ import numpy as np  # noqa: E402
 import onnx  # noqa: E402
 from onnx import helper  # noqa: E402
 
-import onnxc  # noqa: E402
-from benchmarks.micro_fusion import _B, F32, timed  # noqa: E402
-from onnxc.bench import Budget, max_rel_error, ort_session, summary  # noqa: E402
-from onnxc.passes import pipeline  # noqa: E402
+from benchmarks.micro_fusion import _B, F32, pass_main  # noqa: E402
 
 PASS = "name_activations"
 
@@ -99,56 +93,8 @@ def ffn(seq: int = 128, h: int = 384, ff: int = 1536) -> tuple[onnx.ModelProto, 
 CASES = {"yolo": yolo, "effnet": effnet, "ffn": ffn}
 
 
-def _compile(path: Path, threads: int, skip: bool):
-    """onnxc's build of ``path``, without PASS when ``skip``. The model cache keys a model by its bytes and
-    onnxc's code, not by a patched pipeline, so the model without the pass is saved with another doc string
-    (a build with the pass must not be reused for it, nor the other way round)."""
-    steps = pipeline.steps
-    if skip:
-        m = onnx.load(str(path))
-        m.doc_string = f"compiled without {PASS}"
-        path = path.with_suffix(".before.onnx")
-        onnx.save(m, str(path))
-    if skip:
-        pipeline.steps = lambda: [st for st in steps() if st[0] != PASS]
-    try:
-        return onnxc.compile(str(path), threads=threads)
-    finally:
-        pipeline.steps = steps
-
-
-def run_case(name: str, threads: int, budget: Budget, cpu: bool = False) -> dict:
-    model, feeds = CASES[name]()
-    with tempfile.TemporaryDirectory(prefix="onnxc-gated-") as d:
-        path = Path(d) / f"{name}.onnx"
-        onnx.save(model, str(path))
-        before, after = _compile(path, threads, True), _compile(path, threads, False)
-        sess = ort_session(path, threads)
-        outs = [o.name for o in sess.get_outputs()]
-        err = max_rel_error(after.run(feeds), dict(zip(outs, sess.run(None, feeds))))
-        t_b, t_a, t_o = timed([lambda: before.run(feeds), lambda: after.run(feeds), lambda: sess.run(None, feeds)],
-                              budget, time.process_time if cpu else time.perf_counter)
-    o, bf, af = (summary(t)["median_ms"] for t in (t_o, t_b, t_a))
-    return {"case": name, "ort_ms": o, "before_ms": bf, "after_ms": af, "before_ratio": bf / o,
-            "after_ratio": af / o, "max_rel_err": err}
-
-
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--cases", default=",".join(CASES))
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--seconds", type=float, default=3.0)
-    ap.add_argument("--runs", type=int, default=10)
-    ap.add_argument("--cpu", action="store_true", help="time by process CPU time")
-    args = ap.parse_args(argv)
-    budget = Budget(min_runs=args.runs, seconds=args.seconds, max_seconds=10 * args.seconds)
-    print(f"{'case':<8} {'ort ms':>8} {'before ms':>9} {'after ms':>9} {'before/ort':>10} {'after/ort':>9} "
-          f"{'max rel err':>11}")
-    for name in args.cases.split(","):
-        r = run_case(name, args.threads, budget, args.cpu)
-        print(f"{name:<8} {r['ort_ms']:8.3f} {r['before_ms']:9.3f} {r['after_ms']:9.3f} {r['before_ratio']:10.2f} "
-              f"{r['after_ratio']:9.2f} {r['max_rel_err']:11.2e}", flush=True)
-    return 0
+    return pass_main(CASES, PASS, __doc__, argv, runs=10)
 
 
 if __name__ == "__main__":
