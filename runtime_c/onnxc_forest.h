@@ -33,6 +33,14 @@
  * targets); DENSE: weights[l * ntargets + j] for every target j; CSR: weights[q] for targets[q] (0
  * without targets), q in [starts[l], starts[l + 1]).
  *
+ * Complete trees (``cbase`` set; only forests of a uniform mode LEQ .. NEQ without missing tracking and
+ * float thresholds): tree t of depth D = depths[t] is also laid out as a complete binary tree of 2^D - 1
+ * slots from cbase[t] in cfeat/csplit, slot j's children being slots 2j + 1 (the test holds) and 2j + 2;
+ * a leaf above the bottom fills its subtree with slots whose outcome does not matter (feature 0) and whose
+ * bottom slots all name it. Its 2^D leaf numbers start at cleaf[cbase[t] + t]. A step is then index
+ * arithmetic (no child to load): with AVX-512, 64 rows walk a tree in 4 vectors of 16, the slots of
+ * the top 6 levels (at most 32) held in registers and picked by permutes, deeper ones gathered.
+ *
  * Why this walk: a row's path through one tree is a chain of dependent loads (node, feature, next node)
  * and a branch that goes either way at random. From ONNXC_FOREST_MIN_BLOCK rows, the rows go through the
  * forest one tree at a time (a forest of millions of nodes does not fit in cache: each tree is read from
@@ -76,6 +84,10 @@ typedef struct {
     const double *weights;     /* leaf weights (see layout) */
     const int32_t *targets;    /* per weight its target (NULL: 0, or j for DENSE) */
     const int32_t *starts;     /* CSR: per leaf the first of its weights, and the end (nleaves + 1) */
+    const int32_t *cbase;      /* NULL, or per tree the first slot of its complete tree (see below) */
+    const int32_t *cfeat;      /* complete trees: per slot the feature it reads */
+    const float *csplit;       /* complete trees: per slot its threshold */
+    const int32_t *cleaf;      /* complete trees: per bottom slot the number of its leaf */
     int64_t ntrees;
     int32_t ntargets;
     int mode, layout, agg;     /* ONNXC_TREE_*, ONNXC_LEAF_*, ONNXC_AGG_* */

@@ -173,9 +173,9 @@ def test_regressor_missing_values_and_threads():
 @pytest.mark.parametrize("missing", [False, True])
 def test_single_mode_forests(mode, missing):
     """Forests whose nodes all compare one way take that comparison's walk (with missing-value tracking: the
-    same plus ONNXC_TREE_MISSING): 1 and 3 rows walk row by row, more go tree by tree in blocks of 16 rows
-    (counts that are not multiples of 16, NaN features, deep and one-leaf trees), 300 rows on two threads
-    with the bits of a one-thread build."""
+    same plus ONNXC_TREE_MISSING; without, over complete trees): 1 and 3 rows walk row by row, more go tree
+    by tree in blocks of rows (counts that are not multiples of 16 or 64, NaN features, deep and one-leaf
+    trees), 300 rows on two threads with the bits of a one-thread build."""
     if mode == "BRANCH_NEQ" and missing:
         pytest.skip("a NaN feature already takes the true branch of BRANCH_NEQ")
     rng = np.random.default_rng(seed(mode, missing))
@@ -185,7 +185,9 @@ def test_single_mode_forests(mode, missing):
     code = MODES.index(mode) + (8 if missing else 0)
     for n in (300, 37, 18, 3, 1):
         got = check(model("TreeEnsembleRegressor", x, attrs), x[:n], threads=2)
-        assert f".mode = {code}," in got["compiled"].c_source and "onnxc_parallel(" in got["compiled"].c_source
+        c = got["compiled"].c_source
+        assert f".mode = {code}," in c and "onnxc_parallel(" in c
+        assert (".cbase = bt_cbase" in c) == (not missing)  # shallow trees, no tracking: complete trees
     if mode == "BRANCH_LT" and missing:
         one = onnxc.compile(model("TreeEnsembleRegressor", x, attrs), threads=1).run({"x": x})["y"]
         np.testing.assert_array_equal(check(model("TreeEnsembleRegressor", x, attrs), x, threads=2)["y"], one)
@@ -447,3 +449,46 @@ def test_layout_preorder_and_leaves():
     # one or two weights a leaf: CSR over the leaves (that each leaf keeps its weights: the onnxruntime tests)
     assert scalars["layout"] == 2 and len(tabs["starts"]) == leaf.sum() + 1
     assert tabs["starts"][-1] == len(tabs["weights"]) == len(w["weights"])
+
+
+def test_complete_trees_layout_and_fallback():
+    """Complete trees (trees_layout.complete_tables): walking slot j to 2j + 1 / 2j + 2 reaches the leaf the
+    node walk reaches, for trees of different depths with leaves above the bottom, NaN features and NaN
+    thresholds; a tree deeper than COMPLETE_DEPTH keeps the node walk (no complete tables), with the
+    same results as onnxruntime."""
+    from onnxc.codegen.kernels.trees_classic import classic
+    from onnxc.codegen.kernels.trees_layout import COMPLETE_DEPTH, LEAF, complete_tables, forest_tables
+    from onnxc.frontend import load_model
+
+    rng = np.random.default_rng(11)
+    nodes, w = forest(rng, 12, 5, 4, ["BRANCH_LT"], lambda t: [0], nan_splits=True)
+    x = inputs(rng, 50, 4, nans=True)
+    node = load_model(model("TreeEnsembleRegressor", x, dict(nodes, n_targets=1, **weights(w, "target", False)))
+                      .SerializeToString()).graph.nodes[0]
+    tabs, _ = forest_tables(classic(node, "target", 1).forest, 1, 0, False, node)
+    t, comp = tabs["nodes"], complete_tables(tabs["nodes"], tabs["roots"], tabs["depths"])
+    split, csplit = t[:, 1].view(np.float32), comp["csplit"]
+    for row in x:
+        for tree, (root, depth) in enumerate(zip(tabs["roots"], tabs["depths"])):
+            k = root
+            while not t[k, 0] & LEAF:
+                k = t[k, 2] if row[t[k, 0] & (LEAF - 1)] < split[k] else t[k, 3]
+            j, base = 0, comp["cbase"][tree]
+            for _ in range(depth):
+                j = 2 * j + (1 if row[comp["cfeat"][base + j]] < csplit[base + j] else 2)
+            assert comp["cleaf"][base + tree + j - (2 ** depth - 1)] == t[k, 1]
+    b = COMPLETE_DEPTH + 1  # one tree: a chain of b branch nodes (even ids), each with a leaf (odd ids)
+    branch = [k % 2 == 0 and k < 2 * b for k in range(2 * b + 1)]
+    chain = dict(nodes_treeids=[0] * (2 * b + 1), nodes_nodeids=list(range(2 * b + 1)),
+                 nodes_featureids=[k % 4 for k in range(2 * b + 1)],
+                 nodes_modes=["BRANCH_LEQ" if br else "LEAF" for br in branch],
+                 nodes_truenodeids=[k + 1 if br else 0 for k, br in enumerate(branch)],
+                 nodes_falsenodeids=[k + 2 if br else 0 for k, br in enumerate(branch)],
+                 nodes_values=[float(rng.choice(GRID)) for _ in branch], n_targets=1,
+                 target_treeids=[0] * (b + 1), target_ids=[0] * (b + 1),
+                 target_nodeids=[k for k, br in enumerate(branch) if not br],
+                 target_weights=[float(k) for k in range(b + 1)])
+    got = check(model("TreeEnsembleRegressor", x, chain), x)
+    assert ".cbase = NULL" in got["compiled"].c_source
+    for n in (1, 2):
+        np.testing.assert_array_equal(got["compiled"].run({"x": x[:n]})["y"], got["y"][:n])
