@@ -7,7 +7,8 @@ translation unit is the one the JIT path compiles, with its functions prefixed `
 several models can be linked into one program; api.c wraps it in the context-based C API.
 Weights are either embedded (the assembler's ``.incbin`` pulls ``<name>.weights`` into .rodata:
 no C array literal, fast to compile) or a sidecar file checked by size and checksum.
-Everything written is a pure function of the model and options (reproducible builds).
+Everything written is a pure function of the model, the options and the output folder's name (the
+README's link lines name the folder): reproducible builds.
 """
 
 from __future__ import annotations
@@ -224,6 +225,45 @@ def _entries(p: Program, types: list, kind: str) -> list[dict]:
     return out
 
 
+def _c_text(s: str, width: int = 64) -> str:
+    """``s`` as C string literal(s): adjacent literals of ``width`` characters, one per line, when long
+    (a doc string of pages stays readable); every byte outside safe ASCII is escaped by c_string."""
+    if len(s) <= width:
+        return c_string(s)
+    return "\n    ".join(c_string(s[i:i + width]) for i in range(0, len(s), width))
+
+
+def _c_int64(v: int) -> str:
+    if not -(2**63) <= v < 2**63:
+        raise CompileError(f"model_version {v} does not fit in int64")
+    return "(-INT64_MAX - 1)" if v == -(2**63) else f"INT64_C({v})"
+
+
+def _about_values(about: dict | None) -> dict:
+    """What the model says of itself (``onnxc.api.model_about``) as C literals for api.c."""
+    a = about or {}
+    meta = a.get("metadata") or {}
+    return {"metadata": [(_c_text(str(k)), _c_text(str(v))) for k, v in meta.items()], "n_metadata": len(meta),
+            "producer": _c_text(str(a.get("producer") or "")), "doc_string": _c_text(str(a.get("doc_string") or "")),
+            "graph_name": _c_text(str(a.get("graph_name") or "")),
+            "model_version": _c_int64(int(a.get("model_version") or 0))}
+
+
+def _link_values(out_dir: Path, name: str) -> dict:
+    """The README's folder name (the actual output folder's) and its link lines: the library's folder
+    as an rpath that holds from any working directory, absolute (the shell fills it in) or relative
+    to the program (``$ORIGIN``)."""
+    folder = out_dir.resolve().name or name
+    q = shlex.quote(folder)
+
+    def rpath(word: str) -> str:  # -Wl splits at commas; -Xlinker passes the path whole
+        return f"-Xlinker -rpath -Xlinker {word}" if "," in folder else f"-Wl,-rpath,{word}"
+
+    base, absolute = f"cc -I{q} -o app app.c -L{q} -l{name}", '"$(cd ' + q + ' && pwd)"'
+    return {"folder": folder, "folder_sh": q, "folder_py": repr(folder), "link_abs": f"{base} {rpath(absolute)}",
+            "link_origin": f"{base} {rpath(shlex.quote('$ORIGIN/' + folder))}"}
+
+
 def _comment(text: str) -> str:
     safe = "".join(ch if (ch.isascii() and ch.isprintable()) else "?" for ch in text)
     return safe.replace("*/", "* /")
@@ -247,7 +287,7 @@ def write_sources(p: Program, in_types: list, out_types: list, out_dir: Path, na
                   dim_names=[c_string(d) for d in dim_names], n_bound=p.n_input_dims,
                   ndim_alloc=max(1, p.n_input_dims), embedded=embed, weights_file=f"{name}.weights",
                   weights_size=len(weights), weights_sum=wsum, version=_version(),
-                  target_flags=" ".join(TARGETS[target]), dir_hint=name,
+                  target_flags=" ".join(TARGETS[target]), **_link_values(out_dir, name), **_about_values(about),
                   dim_names_plain=[d for d in dim_names if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.]*", d)],
                   dimvars_comment=_comment(", ".join(dim_names) or "none"),
                   guard=f"ONNXC_{name.upper()}_H",
@@ -301,7 +341,7 @@ def build_command(out_dir: Path, name: str, cfg: CompilerConfig, target: str, em
     (built for the same flags) linked statically, else the runtime sources in the folder are compiled."""
     flags = target_flags(cfg, target)
     cmd = [*shlex.split(cfg.cc), "-std=gnu11", *flags, *cfg.sanitize, "-fPIC", "-shared", "-fno-strict-aliasing",
-           "-I", str(out_dir), f"-Wa,-I{out_dir}", f"-Wl,-soname,lib{name}.so"]
+           "-I", str(out_dir), "-Xassembler", f"-I{out_dir}", f"-Wl,-soname,lib{name}.so"]
     cmd += thread_flags(cfg.cc)
     srcs = [out_dir / "model.c", out_dir / "api.c"] + ([out_dir / "weights.c"] if embed else [])
     if runtime is None:

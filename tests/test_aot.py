@@ -172,7 +172,7 @@ def test_emit_c_builds_with_make_in_a_clean_folder_and_weights_file_is_checked(t
 
 
 def test_sources_are_reproducible(tmp_path):
-    a, b = tmp_path / "a", tmp_path / "b"
+    a, b = tmp_path / "a" / "cnn", tmp_path / "b" / "cnn"
     for d in (a, b):
         onnxc.build(str(EXAMPLE), d, name="cnn", emit_only=True)
     for f in sorted(p.name for p in a.iterdir()):
