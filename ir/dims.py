@@ -7,7 +7,10 @@ in a canonical form so that equal expressions compare (and hash) equal, and any 
 turns out constant collapses back to a plain ``int``. Nested floor divisions by positive constants
 flatten (``floor((floor(x / b) + r) / c) == floor((x + r*b) / (b*c))`` for a constant r, while the
 constants stay below FLATTEN_MAX), so a chain of strided convolutions or pools gives one division,
-not one level per layer.
+not one level per layer. A floor division by a constant keeps its numerator's constant in [0, k) and
+divides out common factors (``floor((x - 1) / 8) + 1`` is ``floor((x + 7) / 8)``, shown ``ceil(x / 8)``);
+min/max flatten, fold constants and drop an argument that interval bounds (:func:`bounds`, variables
+are >= 0) show is never the result, so ``max(0, 2*ceil(x / 8))`` is ``2*ceil(x / 8)``.
 
 Sort keys and hashes are computed once, when an expression is built, so building and comparing
 nested expressions does not recurse through them. Function applications nest at most MAX_DEPTH deep
@@ -18,12 +21,14 @@ recurse once per level).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from math import gcd
 from typing import Union
 
 Dim = Union[int, "Expr"]
 
 __all__ = ["Dim", "Expr", "Sym", "Fn", "sym", "floordiv", "ceildiv", "mod", "dmin", "dmax",
-           "is_static", "evaluate", "to_c", "to_c_checked", "free_symbols", "as_dim", "DimTooDeep", "MAX_DEPTH"]
+           "is_static", "evaluate", "to_c", "to_c_checked", "free_symbols", "as_dim", "DimTooDeep", "MAX_DEPTH",
+           "bounds", "nonneg"]
 
 MAX_DEPTH = 64  # deepest nesting of function applications (floor division, mod, min, max) in a Dim
 
@@ -170,8 +175,6 @@ class Expr:
         return render(self, str)
 
     def coeff_gcd(self) -> int:
-        from math import gcd
-
         g = 0
         for _, c in self.terms:
             g = gcd(g, abs(c))
@@ -269,6 +272,12 @@ def floordiv(a: Dim, b: Dim) -> Dim:
         if q is not None:
             return q
     if isinstance(b, int) and b > 0 and isinstance(a, Expr):
+        g = gcd(a.coeff_gcd(), b)
+        if g > 1:  # floor((2*x + 2) / 4) == floor((x + 1) / 2)
+            return floordiv(Expr.make({m: c // g for m, c in a.terms}), b // g)
+        q = a.constant() // b
+        if q:  # floor((x - 1) / 8) == floor((x + 7) / 8) - 1: the constant of the numerator in [0, b)
+            return add(floordiv(add(a, -q * b), b), q)
         inner = _inner_floordiv(a)
         # floor((floor(y / d) + r) / b) == floor((y + r*d) / (d*b)) for an integer r; only while the
         # new constants stay small, so the C code computing the dim cannot overflow where it did not
@@ -329,6 +338,9 @@ def _exact_quotient(a: Expr, b: Expr) -> Dim | None:
 
 
 def ceildiv(a: Dim, b: Dim) -> Dim:
+    if isinstance(b, int) and b > 0:  # ceil(a / b) == floor((a + b - 1) / b), rendered ceil(a / b)
+        g = gcd(as_dim(a).coeff_gcd(), b) if isinstance(as_dim(a), Expr) else 1
+        return floordiv(add(floordiv(a, g), b // g - 1), b // g)
     return mul(floordiv(mul(a, -1), b), -1)
 
 
@@ -344,21 +356,87 @@ def mod(a: Dim, b: Dim) -> Dim:
         return 0
     if isinstance(a, Expr) and isinstance(b, Expr) and _exact_quotient(a, b) is not None:
         return 0
+    if isinstance(b, int) and b > 0 and isinstance(a, Expr) and not 0 <= a.constant() < b:
+        return mod(add(a, -(a.constant() // b) * b), b)  # (x + 9) mod 8 == (x + 1) mod 8
     return Expr.make({((Fn("mod", (a, b)), 1),): 1})
 
 
 def _minmax(kind: str, a: Dim, b: Dim) -> Dim:
+    """min/max of two dims: nested applications of the same kind flatten, an argument that another one
+    provably bounds (the difference has a sign over all values of the variables, see :func:`bounds`)
+    drops out, so constants fold and ``max(0, x)`` is ``x`` when x >= 0."""
     a, b = as_dim(a), as_dim(b)
     if isinstance(a, int) and isinstance(b, int):
         return min(a, b) if kind == "min" else max(a, b)
-    if a == b:
-        return a
-    diff = add(a, mul(b, -1))
-    if isinstance(diff, int):
-        lo, hi = (b, a) if diff > 0 else (a, b)
-        return lo if kind == "min" else hi
-    args = tuple(sorted((a, b), key=_key))
-    return Expr.make({((Fn(kind, args), 1),): 1})
+    keep: list[Dim] = []
+    for x in _minmax_args(kind, a) + _minmax_args(kind, b):
+        if any(_wins(kind, k, x) for k in keep):
+            continue
+        keep = [k for k in keep if not _wins(kind, x, k)] + [x]
+    keep.sort(key=_key)
+    out = keep[0]
+    for x in keep[1:]:
+        out = Expr.make({((Fn(kind, tuple(sorted((out, x), key=_key))), 1),): 1})
+    return out
+
+
+def _minmax_args(kind: str, d: Dim) -> list[Dim]:
+    """The arguments of ``d`` when it is itself a ``kind`` application, else [d]."""
+    if isinstance(d, Expr) and len(d.terms) == 1:
+        (m, c), = d.terms
+        if c == 1 and len(m) == 1 and m[0][1] == 1 and isinstance(m[0][0], Fn) and m[0][0].kind == kind:
+            return [x for arg in m[0][0].args for x in _minmax_args(kind, arg)]
+    return [d]
+
+
+def _wins(kind: str, a: Dim, b: Dim) -> bool:
+    """Whether ``a`` is always the result of kind(a, b): a <= b for min, a >= b for max."""
+    lo, hi = bounds(add(a, mul(b, -1)))
+    return hi <= 0 if kind == "min" else lo >= 0
+
+
+INF = float("inf")
+
+
+def bounds(d: Dim) -> tuple:
+    """(lo, hi) with lo <= d <= hi for every value >= 0 of the dimension variables (ints, or -inf/inf
+    when unbounded): interval arithmetic over the atoms, floor((x + 7) / 8) >= 0 since x + 7 >= 7."""
+    if isinstance(d, int):
+        return d, d
+    lo, hi = 0, 0
+    for m, c in d.terms:
+        t = (c, c)
+        for atom, p in m:
+            for _ in range(p):
+                t = _iv_mul(t, _atom_bounds(atom))
+        lo, hi = lo + t[0], hi + t[1]
+    return lo, hi
+
+
+def _iv_mul(a: tuple, b: tuple) -> tuple:
+    ps = [0 if x == 0 or y == 0 else x * y for x in a for y in b]  # 0 * inf is 0 here: a factor is 0
+    return min(ps), max(ps)
+
+
+def _atom_bounds(atom: Atom) -> tuple:
+    if isinstance(atom, Sym):
+        return 0, INF
+    if atom.kind in ("floordiv", "mod") and not (isinstance(atom.args[1], int) and atom.args[1] > 0):
+        return -INF, INF
+    k = atom.args[1]
+    lo, hi = bounds(atom.args[0])
+    if atom.kind == "mod":
+        return 0, k - 1
+    if atom.kind == "floordiv":
+        return (lo if lo == -INF else lo // k), (hi if hi == INF else hi // k)
+    lo2, hi2 = bounds(atom.args[1])
+    f = min if atom.kind == "min" else max
+    return f(lo, lo2), f(hi, hi2)
+
+
+def nonneg(d: Dim) -> bool:
+    """True when ``d`` is provably >= 0 for every value >= 0 of its dimension variables."""
+    return bounds(d)[0] >= 0
 
 
 def dmin(a: Dim, b: Dim) -> Dim:
@@ -431,6 +509,10 @@ def render(d: Dim, sym_name: Callable[[str], str], c_syntax: bool = False) -> st
         if c_syntax:
             fn = {"floordiv": "onnxc_floordiv", "mod": "onnxc_mod", "min": "onnxc_min", "max": "onnxc_max"}
             return f"{fn[atom.kind]}({args[0]}, {args[1]})"
+        k = atom.args[1]
+        if atom.kind == "floordiv" and isinstance(k, int) and k > 1 and isinstance(atom.args[0], Expr) \
+                and atom.args[0].constant() == k - 1:  # how ceildiv builds it
+            return f"ceil({render(add(atom.args[0], 1 - k), sym_name)} / {k})"
         if atom.kind == "floordiv":
             return f"floor({args[0]} / {args[1]})"
         if atom.kind == "mod":

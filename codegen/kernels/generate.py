@@ -104,12 +104,17 @@ def range_kernel(ctx: KernelCtx) -> str:
         return _half_range(ctx)
     y = ctx.outs[0]
     t = y.ctype
+    check = ""
     if y.dtype.is_float:  # like the reference (numpy arange): start + i * delta in double
         value = f"({t})((double)start + (double)i * (double)delta)"
+        # a count inferred from dims (a dim cast to float, passes/shapes/shape_ops.py) must be the data's
+        check = ("const double c_ = ceil(((double)in1[0] - (double)start) / (double)delta);\n"
+                 "if (c_ != (double)n && !(c_ <= 0 && n == 0)) return onnxc_fail(rt, ONNXC_ERR_RUNTIME, "
+                 f"\"%s: the range has %g elements, its shape says %lld\", {ctx.who}, c_, (long long)n);\n")
     else:
         value = f"({t})(start + ({t})i * delta)"
     return (f"const {t} start = in0[0], delta = in2[0];\n"
-            f"const int64_t n = {y.numel()};\n"
+            f"const int64_t n = {y.numel()};\n{check}"
             f"for (int64_t i = 0; i < n; i++) out0[i] = {value};\nreturn 0;")
 
 

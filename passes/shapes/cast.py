@@ -66,13 +66,17 @@ def cast_attrs(node: Node) -> tuple[bool, str]:
     return bool(node.attr("saturate", 1)), mode
 
 
+# types whose tensors keep the symbolic values (Dims) of an int shape tensor cast to them
+SYM_TARGETS = (DType.INT64, DType.INT32, DType.FLOAT, DType.DOUBLE)
+
+
 @shape_rule("Cast", "CastLike")
 def _cast(node: Node) -> list:
     to = target_type(node)
     cast_attrs(node)
     src = node.inputs[0]
-    if src.sym_value is not None and src.dtype in (DType.INT64, DType.INT32) and to in (DType.INT64, DType.INT32):
-        node.outputs[0].sym_value = src.sym_value
+    if src.sym_value is not None and src.dtype in (DType.INT64, DType.INT32) and to in SYM_TARGETS:
+        node.outputs[0].sym_value = src.sym_value  # float values of dims: for float Range (shape_ops.py)
     return [same(node, 0, to)]
 
 

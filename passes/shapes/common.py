@@ -176,12 +176,13 @@ def const_ints(node: Node, i: int) -> list[int] | None:
 
 
 def sym_ints(v: Value | None) -> list[Dim] | None:
-    """Element values of an int tensor as Dims, from its constant or symbolic value."""
+    """Element values of an int tensor as Dims, from its constant or symbolic value. (A float tensor
+    may carry the symbolic values of a dim cast to float: only float Range reads them, shape_ops.py.)"""
     if v is None:
         return None
     if v.const is not None and np.asarray(v.const).dtype.kind in "iu":
         return [int(x) for x in np.asarray(v.const).reshape(-1)]
-    if v.sym_value is not None:
+    if v.sym_value is not None and isinstance(v.type, TensorType) and v.type.dtype.is_int:
         return [as_dim(x) for x in v.sym_value]
     return None
 
@@ -198,10 +199,23 @@ def runtime_dim(node: Node, out_index: int, axis: int) -> Dim:
     determines (NonZero's count, Reshape to a run-time shape, ...).
 
     The variable is recorded in ``node.defines_dims``; the node's C shape function computes it (>= 0)
-    at run time before the kernel runs. The name (``"<output>[<axis>]"``) is deterministic, so asking
-    again (re-inference, the kernel's lowering) returns the same variable.
+    at run time before the kernel runs. Its name is public (model outputs, the AOT header): a graph
+    output's ``"<output>[<axis>]"``, else ``"<op>_len<axis>"`` numbered per op (``nonzero2_len1``), never
+    an internal tensor name. Names are kept on the root graph, so asking again (re-inference, the
+    kernel's lowering) returns the same variable.
     """
-    return _define(node, f"{node.outputs[out_index].name}[{axis}]")
+    out = node.outputs[out_index]
+    root = node.graph
+    while root is not None and root.parent is not None:
+        root = root.parent
+    if root is None or (node.graph is root and any(o is out for o in root.outputs)):
+        return _define(node, f"{out.name}[{axis}]")
+    named = root.__dict__.setdefault("runtime_dim_ops", {})  # value name -> (op, number)
+    if out.name not in named:
+        op = node.op_type.lower()
+        named[out.name] = (op, 1 + sum(1 for o, _ in named.values() if o == op))
+    op, k = named[out.name]
+    return _define(node, f"{op}{k if k > 1 else ''}_len{axis}")
 
 
 def runtime_sym(node: Node, label: str) -> Dim:

@@ -22,7 +22,7 @@ import math
 import numpy as np
 
 from onnxc.ir import Attr, Dim, DType, Node, TensorType, UnsupportedOpError, Value, dtype_from_numpy
-from onnxc.ir.dims import Fn, Sym, as_dim, ceildiv, dmax, free_symbols
+from onnxc.ir.dims import as_dim, ceildiv, dmax, free_symbols, nonneg
 from onnxc.ir.limits import MAX_RANK
 
 from .cast import cast_array, half_to_float
@@ -45,20 +45,8 @@ def set_sym(out: Value, values, dtype: DType = DType.INT64) -> None:
 
 
 def is_nonneg(d: Dim) -> bool:
-    """True when ``d`` is provably >= 0: dimension variables are >= 0, and so are sums/products of them."""
-    if isinstance(d, int):
-        return d >= 0
-    for mono, coeff in d.terms:
-        if coeff < 0:
-            return False
-        for atom, _p in mono:
-            if isinstance(atom, Sym):
-                continue
-            if isinstance(atom, Fn) and atom.kind in ("floordiv", "min", "max", "mod") and \
-                    all(is_nonneg(a) for a in atom.args):
-                continue
-            return False
-    return True
+    """True when ``d`` is provably >= 0 (dimension variables are >= 0; ir/dims.py ``bounds``)."""
+    return nonneg(d)
 
 
 def clamp0(d: Dim) -> Dim:
@@ -328,7 +316,9 @@ def range_length(node: Node) -> Dim:
             return max(int(math.ceil((float(limit) - float(start)) / float(delta))), 0)
         return max(-((int(start) - int(limit)) // int(delta)), 0)
     names = ("start", "limit", "delta")
-    if is_float or any(v.const is None and sym_ints(v) is None for v in ins):
+    if is_float:
+        return _float_range_length(node, ins)
+    if any(v.const is None and sym_ints(v) is None for v in ins):
         return runtime_dim(node, 0, 0)
     start, limit, delta = (scalar_input(node, i, n) for i, n in enumerate(names))
     if not isinstance(delta, int):
@@ -337,6 +327,20 @@ def range_length(node: Node) -> Dim:
         raise fail(node, "delta must not be zero")
     n = ceildiv(as_dim(limit) - start, delta)
     return max(n, 0) if isinstance(n, int) else clamp0(n)
+
+
+def _float_range_length(node: Node, ins: list[Value]) -> Dim:
+    """A float Range over a cast dim (``arange(w, dtype=float)`` of an export: start and delta integral
+    constants, limit a dim cast to float) has the exact count ceil((limit - start) / delta) of the
+    dims; the kernel checks it at run time (a float limit rounds above 2^24). Else a run-time dim."""
+    start, delta = (v.const for v in (ins[0], ins[2]))
+    limit = ins[1].sym_value if ins[1].const is None else None
+    if start is None or delta is None or limit is None or len(limit) != 1:
+        return runtime_dim(node, 0, 0)
+    start, delta = _range_values(node, [start, delta])
+    if not (float(start).is_integer() and float(delta).is_integer()) or delta == 0:
+        return runtime_dim(node, 0, 0)
+    return clamp0(ceildiv(limit[0] - int(start), int(delta)))
 
 
 @shape_rule("Range")
