@@ -33,6 +33,7 @@ from onnxc.ir import (
     Graph,
     Model,
     Node,
+    OnnxcError,
     OptionalType,
     SequenceType,
     TensorType,
@@ -424,15 +425,21 @@ class _Lowerer:
 
     @staticmethod
     def call(fn, ctx: KernelCtx) -> str:
-        """Run a lowering; its NotImplementedError/ValueError/KeyError mean an unsupported variant."""
+        """Run a lowering. A NotImplementedError is how a kernel says a variant of its op is not implemented
+        (an UnsupportedOpError for the user); onnxc's own errors pass through; any other exception
+        (KeyError, ValueError, IndexError...) is a bug in the lowering and fails loudly as an internal
+        CompileError naming the node, never as "unsupported"."""
         node = ctx.node
         try:
             return fn(ctx)
-        except UnsupportedOpError:
+        except OnnxcError:
             raise
-        except (NotImplementedError, ValueError, KeyError) as e:
+        except NotImplementedError as e:
             raise UnsupportedOpError(f"{node.describe()}: {e}",
                                      [(node.domain or "ai.onnx", node.op_type, node.version)]) from e
+        except Exception as e:
+            raise CompileError(f"internal error while generating the kernel of {node.describe()}: "
+                               f"{type(e).__name__}: {e} (a bug in onnxc: please report it)") from e
 
     def shape_function(self, node: Node, ctx: KernelCtx) -> str:
         """Body of the node's shape function, which must assign every run-time dim the node defines."""

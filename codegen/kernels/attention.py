@@ -52,7 +52,7 @@ def _layout(strides: list[str], rows_axis: int, cols_axis: int, what: str) -> tu
         return "ONNXC_SG_PLAIN", sr
     if sr == "1":
         return "ONNXC_SG_TRANS", sc
-    raise ValueError(f"{what} has no unit-stride matrix axis (strides {strides})")
+    raise NotImplementedError(f"{what} has no unit-stride matrix axis (strides {strides})")
 
 
 def _scale(mode: int, c: float) -> tuple[str, str]:
@@ -79,7 +79,7 @@ def fused_attention(ctx: KernelCtx) -> str:
     fk, ldb = _layout(ks, r - 2, r - 1, "K")
     fv, ldv = _layout(vs, r - 2, r - 1, "V")
     if os_[-1] != "1":
-        raise ValueError(f"{name}: the output's last axis must be contiguous")
+        raise NotImplementedError(f"{name}: the output's last axis must be contiguous")
     mode, c = _scale(int(ctx.attr("scale_mode", 0)), float(ctx.attr("scale", 1.0)))
     use_gemm(ctx)
     ctx.helper("attention", '#include "onnxc_attention.h"')

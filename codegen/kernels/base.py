@@ -154,7 +154,7 @@ class KernelCtx:
         in the weights blob only if another step reads it."""
         op = self.ins[i]
         if op is None or op.const is None:
-            raise ValueError(f"input {i} of {self.node.describe()} is not a constant")
+            raise NotImplementedError(f"input {i} of {self.node.describe()} is not a constant")
         self.repacked[i] = data
         release(op.const)  # read once to pack it: a weight mapped from the model's file lets go of its pages
 

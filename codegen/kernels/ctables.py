@@ -32,7 +32,7 @@ def str_lit(s: str | bytes) -> str:
     """C literal of a string element; NUL characters cannot be represented (strings end at NUL)."""
     s = s.decode("utf-8", "surrogateescape") if isinstance(s, bytes) else str(s)
     if "\0" in s:
-        raise ValueError(f"string {s!r} holds a NUL character; C strings end at NUL")
+        raise NotImplementedError(f"string {s!r} holds a NUL character; C strings end at NUL")
     return c_string(s)
 
 

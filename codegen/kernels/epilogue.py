@@ -78,25 +78,27 @@ class Epilogue:
 
 def activation(ctx: KernelCtx, attr: str = ACT_ATTR, params_attr: str = PARAMS_ATTR) -> tuple[int, float, float]:
     """(ONNXC_ACT_* code, a, b) of the activation requested by attributes ``attr`` / ``params_attr``
-    (0 when none); ValueError on a malformed request."""
+    (0 when none); NotImplementedError (an UnsupportedOpError for the user) on a request it cannot serve:
+    these attributes may come from a model file."""
     name = ctx.attr(attr, None)
     if isinstance(name, bytes):
         name = name.decode()
     if not name:
         return 0, 0.0, 0.0
     if name not in ACTIVATIONS:
-        raise ValueError(f"{attr}={name!r} is not one of {', '.join(ACTIVATIONS)}")
+        raise NotImplementedError(f"{attr}={name!r} is not one of {', '.join(ACTIVATIONS)}")
     act, defaults = ACTIVATIONS[name]
     params = [float(p) for p in (ctx.attr(params_attr, None) or [])]
     if len(params) > len(defaults):
-        raise ValueError(f"{name} takes {len(defaults)} parameter(s), got {params_attr}={params}")
+        raise NotImplementedError(f"{name} takes {len(defaults)} parameter(s), got {params_attr}={params}")
     vals = params + list(defaults[len(params):])
     a, b = (vals + [0.0, 0.0])[:2]
     return act, a, b
 
 
 def epilogue(ctx: KernelCtx) -> Epilogue:
-    """The epilogue a node asks for (see the module doc); ValueError on a malformed request."""
+    """The epilogue a node asks for (see the module doc); NotImplementedError on a request it cannot serve
+    (these attributes may come from a model file)."""
     node = ctx.node
     act, a, b = activation(ctx)
     residual = None
@@ -105,29 +107,29 @@ def epilogue(ctx: KernelCtx) -> Epilogue:
         r = ctx.ins[residual] if residual < len(ctx.ins) else None
         y = ctx.outs[0]
         if r is None:
-            raise ValueError(f"{RESIDUAL_ATTR}=1 but input {residual} (the residual) is missing")
+            raise NotImplementedError(f"{RESIDUAL_ATTR}=1 but input {residual} (the residual) is missing")
         if r.dtype != y.dtype or tuple(r.shape) != tuple(y.shape):
-            raise ValueError(f"the residual input {residual} has type {r.dtype} {list(r.shape)}; it must match the "
+            raise NotImplementedError(f"the residual input {residual} has type {r.dtype} {list(r.shape)}; it must match the "
                              f"output {y.dtype} {list(y.shape)}")
     return Epilogue(act, a, b, residual, _bias(ctx))
 
 
 def _bias(ctx: KernelCtx) -> int | None:
-    """The input index of the per-column bias a node asks for, or None; ValueError when it is malformed."""
+    """The input index of the per-column bias a node asks for, or None; NotImplementedError when it is malformed."""
     if not int(ctx.attr(BIAS_ATTR, 0) or 0):
         return None
     op = ctx.node.op_type
     if op not in BIAS_INPUT:
-        raise ValueError(f"{BIAS_ATTR} is only supported on {', '.join(BIAS_INPUT)}, not {op}")
+        raise NotImplementedError(f"{BIAS_ATTR} is only supported on {', '.join(BIAS_INPUT)}, not {op}")
     i = BIAS_INPUT[op]
     bv = ctx.ins[i] if i < len(ctx.ins) else None
     y = ctx.outs[0]
     if bv is None:
-        raise ValueError(f"{BIAS_ATTR}=1 but input {i} (the bias) is missing")
+        raise NotImplementedError(f"{BIAS_ATTR}=1 but input {i} (the bias) is missing")
     dims = list(bv.dims)
     if bv.dtype != y.dtype or not dims or not y.dims or any(d != "1" for d in dims[:-1]) or dims[-1] != y.dims[-1] \
             or bv.rank > y.rank:
-        raise ValueError(f"the bias input {i} has type {bv.dtype} {list(bv.shape)}; it must be a vector of "
+        raise NotImplementedError(f"the bias input {i} has type {bv.dtype} {list(bv.shape)}; it must be a vector of "
                          f"{y.dtype} with one value per output column ({y.shape[-1] if y.shape else 1})")
     return i
 

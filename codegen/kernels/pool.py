@@ -87,7 +87,7 @@ def _pool(ctx: KernelCtx, kind: str) -> str:
     dt = x.dtype
     win = pool_window(ctx.node)
     if win.rank > 3:
-        raise ValueError(f"{win.rank}-D pooling is not supported (1-D to 3-D)")
+        raise NotImplementedError(f"{win.rank}-D pooling is not supported (1-D to 3-D)")
     term, finish = _lp_term_finish(_lp_p(ctx), dt) if kind == "lp" else ("v", "acc")
     kw, dw = win.kernel[-1], win.dilations[-1]
     k3, d3 = _as3(list(win.kernel), 1), _as3(list(win.dilations), 1)

@@ -19,7 +19,7 @@ from .base import KernelCtx
 def _utf8(s: str | bytes) -> bytes:
     b = s if isinstance(s, bytes) else str(s).encode("utf-8", "surrogateescape")
     if b"\0" in b:
-        raise ValueError(f"string {s!r} holds a NUL character; C strings end at NUL")
+        raise NotImplementedError(f"string {s!r} holds a NUL character; C strings end at NUL")
     return b
 
 

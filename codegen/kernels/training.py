@@ -8,7 +8,7 @@ once to the tensor type. Several tensors per node become one loop each in the sa
 
 from __future__ import annotations
 
-from onnxc.ir import DType, Node
+from onnxc.ir import DType, ModelError, Node
 from onnxc.passes.shapes.training import TRAINING_DOMAIN, momentum_mode, tensor_count
 
 from . import dynshape as ds
@@ -20,7 +20,7 @@ from .parfor import par_for
 def _attr(ctx: KernelCtx, name: str, default: float | None = None) -> str:
     v = ctx.attr(name, default)
     if v is None:
-        raise ValueError(f"{ctx.node.describe()}: attribute {name} is required")
+        raise ModelError(f"{ctx.node.describe()}: attribute {name} is required")
     return repr(float(v))
 
 

@@ -1,13 +1,16 @@
 """Every ONNX backend test case of the pinned onnx package, compiled and run with onnxc.
 
 A case whose compile raises ``onnxc.UnsupportedOpError`` is an expected failure (xfail with the
-reason); any other exception or a mismatch is a failure. Collection compiles nothing. Results go to
+reason) when expected_unsupported.txt lists it, a failure otherwise; any other exception or a mismatch
+is a failure. Collection compiles nothing. Results go to
 ``conformance_report.json`` (see plugin.py). Run: ``pytest tests/conformance -n 2``.
 """
 
 from __future__ import annotations
 
 import re
+from functools import lru_cache
+from pathlib import Path
 
 import onnx
 import pytest
@@ -36,15 +39,45 @@ from .plugin import one_line
 pytestmark = pytest.mark.conformance
 
 
-def compile_or_xfail(source, request: pytest.FixtureRequest) -> onnxc.CompiledModel:
-    """Compile with onnxc; unsupported operators make the case an expected failure."""
+EXPECTED_UNSUPPORTED = Path(__file__).with_name("expected_unsupported.txt")
+
+
+@lru_cache(maxsize=1)
+def expected_unsupported() -> dict[str, str]:
+    """case name -> why onnxc does not support it, from expected_unsupported.txt (``name  # reason`` lines)."""
+    out = {}
+    for line in EXPECTED_UNSUPPORTED.read_text().splitlines():
+        name, _, why = line.partition("#")
+        if name.strip():
+            out[name.strip()] = why.strip()
+    return out
+
+
+def compile_or_xfail(source, request: pytest.FixtureRequest, name: str) -> onnxc.CompiledModel:
+    """Compile with onnxc. An UnsupportedOpError is an expected failure only for the cases listed in
+    expected_unsupported.txt; anywhere else it fails the case (a lowering that gave up, or a regression)."""
     try:
-        return onnxc.compile(source, threads=THREADS)
+        compiled = onnxc.compile(source, threads=THREADS)
     except onnxc.UnsupportedOpError as e:
         ops = sorted({"::".join(str(p) for p in op[:2]) if isinstance(op, tuple) else str(op) for op in e.ops})
         request.node.user_properties.append(("unsupported_ops", ops))
         lines = [re.sub(r"; used by .*$", "", line) for line in str(e).splitlines()]
-        pytest.xfail(f"unsupported: {one_line(chr(10).join(lines))}")
+        reason = one_line(chr(10).join(lines))
+        unsupported(name, f"unsupported: {reason}")
+    return compiled
+
+
+def unsupported(name: str, reason: str) -> None:
+    """An expected failure when expected_unsupported.txt lists the case, else a failure."""
+    if name not in expected_unsupported():
+        pytest.fail(f"{reason} (not listed in {EXPECTED_UNSUPPORTED.name}: a lowering gave up, or a regression)")
+    pytest.xfail(reason)
+
+
+def passed(name: str) -> None:
+    """The case passed: it must not be listed as unsupported, so the list stays exact."""
+    if name in expected_unsupported():
+        pytest.fail(f"passes now: remove it from {EXPECTED_UNSUPPORTED.name} (listed: {expected_unsupported()[name]!r})")
 
 
 def run_and_compare(compiled: onnxc.CompiledModel, model: onnx.ModelProto, inputs: list, outputs: list,
@@ -95,7 +128,7 @@ def test_model_case(name: str, request: pytest.FixtureRequest) -> None:
     with bounded(name):
         if case.suite == "light":
             model = expose_logits(onnx.load(str(case.path)))
-            compiled = compile_or_xfail(model, request)
+            compiled = compile_or_xfail(model, request, name)
             feeds = random_feeds(model, name)
             try:
                 want = onnxruntime_outputs(model, feeds)
@@ -103,19 +136,21 @@ def test_model_case(name: str, request: pytest.FixtureRequest) -> None:
                 raise AssertionError(f"onnxruntime (the reference) failed: {one_line(str(e))}") from e
             run_and_compare(compiled, model, [feeds[i.name] for i in runtime_inputs(model)], want,
                             case.rtol, case.atol)
+            passed(name)
             return
         path = case.path / "model.onnx"
         model = onnx.load(str(path))
-        compiled = compile_or_xfail(str(path), request)
+        compiled = compile_or_xfail(str(path), request, name)
         for inputs, outputs in data_sets(case, model):
             run_and_compare(compiled, model, inputs, outputs, case.rtol, case.atol)
+        passed(name)
 
 
 @pytest.mark.parametrize("name", sorted(node_cases()))
 def test_node_case(name: str, request: pytest.FixtureRequest) -> None:
     case = node_cases()[name]
     with bounded(name):
-        compiled = compile_or_xfail(case.model, request)
+        compiled = compile_or_xfail(case.model, request, name)
         if random_nodes(case.model):
             run_random_case(compiled, case)
             return
@@ -125,4 +160,5 @@ def test_node_case(name: str, request: pytest.FixtureRequest) -> None:
             except onnxc.UnsupportedOpError as e:  # valid data using a feature not implemented (ImageDecoder formats)
                 request.node.user_properties.append(("unsupported_ops", [f"{n.op_type} (run time)"
                                                                          for n in case.model.graph.node]))
-                pytest.xfail(one_line(str(e)))
+                unsupported(name, one_line(str(e)))
+        passed(name)

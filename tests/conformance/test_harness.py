@@ -136,3 +136,63 @@ def test_harness_plugin_workers_merge_without_controller(tmp_path) -> None:
     st = _statuses(doc)
     assert {k: v for k, v in st.items() if k != "test_crash"} == {
         "test_ok": "passed", "test_bad": "failed", "test_unsup": "xfail", "test_m": "passed"}
+
+
+class _Request:
+    """The part of pytest's request object compile_or_xfail uses."""
+
+    def __init__(self) -> None:
+        self.node = type("N", (), {"user_properties": []})()
+
+
+def _broken_relu(monkeypatch, tmp_path, exc: Exception) -> None:
+    """Replace the Relu kernel's lowering by one that raises ``exc``, with an empty compile cache (a cached
+    library would not lower anything)."""
+    from onnxc.codegen.kernels.base import KERNELS
+
+    def broken(ctx):
+        raise exc
+
+    monkeypatch.setattr(KERNELS[("", "Relu")], "fn", broken)
+    monkeypatch.setenv("ONNXC_CACHE_DIR", str(tmp_path))
+
+
+def test_a_lowering_that_raises_key_error_fails_the_case_loudly(monkeypatch, tmp_path) -> None:
+    """A bug in a lowering (here a KeyError) is an internal CompileError, which fails the conformance case:
+    it is not turned into "unsupported", so it cannot hide as an expected failure."""
+    import onnxc
+
+    from .cases import node_cases
+    from .test_conformance import compile_or_xfail
+
+    _broken_relu(monkeypatch, tmp_path, KeyError("dims"))
+    with pytest.raises(onnxc.CompileError, match=r"internal error .*Relu.*KeyError: 'dims'") as e:
+        compile_or_xfail(node_cases()["test_relu"].model, _Request(), "test_relu")
+    assert not isinstance(e.value, onnxc.UnsupportedOpError)
+
+
+def test_an_unsupported_variant_fails_unless_listed(monkeypatch, tmp_path) -> None:
+    """A kernel saying "not implemented" is an expected failure only for the cases listed in
+    expected_unsupported.txt; for any other case it fails. The op-coverage audit still counts the op."""
+    from tests.test_op_coverage import conformance_ops
+
+    from .cases import node_cases
+    from .test_conformance import compile_or_xfail, expected_unsupported
+
+    _broken_relu(monkeypatch, tmp_path, NotImplementedError("this variant"))
+    model = node_cases()["test_relu"].model
+    with pytest.raises(pytest.fail.Exception, match=r"unsupported: .*Relu.*this variant.*not listed"):
+        compile_or_xfail(model, _Request(), "test_relu")
+    monkeypatch.setitem(expected_unsupported(), "test_relu", "a test of the harness")
+    with pytest.raises(pytest.xfail.Exception, match="this variant"):
+        compile_or_xfail(model, _Request(), "test_relu")
+    monkeypatch.delitem(expected_unsupported(), "test_relu")
+    assert "test_relu" in conformance_ops()["Relu"]
+
+
+def test_the_expected_unsupported_list_names_real_cases() -> None:
+    from .cases import model_cases, node_cases
+    from .test_conformance import expected_unsupported
+
+    unknown = sorted(set(expected_unsupported()) - set(node_cases()) - set(model_cases()))
+    assert not unknown, f"expected_unsupported.txt lists cases the onnx package does not have: {unknown}"

@@ -69,7 +69,7 @@ class G:
 
 def _ops_after(model: onnx.ModelProto) -> Counter:
     m = load_model(model)
-    for name, fn in steps():
+    for _name, fn in steps():
         m = fn(m).model
     return Counter(n.op_type for n in m.graph.nodes)
 
@@ -95,7 +95,7 @@ def _conv_model(act_dt, wdt):
     g = G()
     zx = act_dt(128 if act_dt == np.uint8 else 3)
     x = g.qdq("x", 0.02, zx)
-    c = int(4)
+    c = 4
     bias = RNG.integers(-500, 500, size=8).astype(np.int32)
     w1 = g.weight((8, c, 3, 3), wdt, 0, True)
     b1 = g.dq(g.const(bias), np.float32(0.02) * np.ones(8, np.float32) * 0.01, np.zeros(8, np.int32), 0)
