@@ -8,12 +8,14 @@ import shlex
 import shutil
 import subprocess
 import tempfile
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
+from onnxc import progress
 from onnxc.ir import CompileError
 
 
@@ -126,13 +128,25 @@ def compile_shared(src: Path, out: Path, cfg: CompilerConfig, libs: tuple[Path, 
 def compile_units(srcs: list[Path], out: Path, cfg: CompilerConfig, libs: tuple[Path, ...] = (),
                   include: Path | None = None, jobs: int | None = None) -> None:
     """Compile several translation units at once (``jobs``, default: all cores) and link them, with
-    ``libs``, into the shared library ``out``. One unit is compiled and linked in one command."""
+    ``libs``, into the shared library ``out``. One unit is compiled and linked in one command. Each
+    finished unit is reported to the running compile's progress (onnxc/progress.py)."""
+    rep = progress.current()
+    rep.units(len(srcs))
+
+    def one(src: Path, obj: Path | None) -> None:
+        t0 = time.perf_counter()
+        if obj is None:
+            compile_shared(src, out, cfg, libs, include)
+        else:
+            run_compiler(cfg.object_command(src, obj, include))
+        rep.unit_done(src.name, time.perf_counter() - t0)
+
     if len(srcs) == 1:
-        compile_shared(srcs[0], out, cfg, libs, include)
+        one(srcs[0], None)
         return
     objs = [s.with_suffix(".o") for s in srcs]
     with ThreadPoolExecutor(max_workers=max(1, min(len(srcs), jobs or os.cpu_count() or 1))) as pool:
-        list(pool.map(lambda so: run_compiler(cfg.object_command(*so, include)), zip(srcs, objs)))
+        list(pool.map(one, srcs, objs))
     run_compiler(cfg.link_command(objs, out, libs))
 
 

@@ -120,6 +120,7 @@ class NativeModel:
         self.out_dtypes = [d if isinstance(d, CONTAINER_TYPES) else DType(d) for d in out_dtypes]
         self.in_types = in_types or []
         self.threads = threads
+        self.library_bytes: bytes | None = None  # set when the library file is gone (an unpickled model)
 
     def run(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
         ffi = self.ffi

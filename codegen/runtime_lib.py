@@ -4,7 +4,7 @@ A model's translation unit holds only its own code (schedule, shape code, fused 
 runtime through the declarations in runtime_c/*.h; its shared library links, statically, the runtime
 objects its C needs (``sources_for``: the ``.c`` beside every runtime header its includes reach).
 Each object is compiled the first time a model needs it for a (compiler, compiler version, flags,
-runtime sources) combination, several at once, with a progress line, and cached under
+runtime sources) combination, several at once (the "runtime" step of onnxc/progress.py), and cached under
 ``<cache>/runtime/<key>/``: later models reuse it. ``runtime_objects(cfg, runtime_sources())``
 builds them all (benchmarks.compile_time times that).
 
@@ -27,12 +27,12 @@ import os
 import re
 import shlex
 import subprocess
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 from pathlib import Path
 
+from onnxc import progress
 from onnxc.ir import CompileError
 
 from . import cache_integrity as integrity
@@ -129,8 +129,16 @@ def _build_objects(cfg: CompilerConfig, srcs: list[Path], folder: Path, flags: t
     tmps = [folder / f".{s.stem}.{os.getpid()}.o" for s in srcs]
     cmds = [object_command(cfg, s, o, flags) for s, o in zip(srcs, tmps)]
     order = sorted(range(len(cmds)), key=lambda i: -srcs[i].stat().st_size)  # the slowest starts first
+    rep = progress.current()
+
+    def one(i: int) -> str | None:
+        t0 = time.perf_counter()
+        error = _compile_one(cmds[i])
+        rep.unit_done(srcs[i].name, time.perf_counter() - t0)
+        return error
+
     with ThreadPoolExecutor(max_workers=max(1, jobs or os.cpu_count() or 1)) as pool:
-        errors = [e for e in pool.map(lambda i: _compile_one(cmds[i]), order) if e]
+        errors = [e for e in pool.map(one, order) if e]
     if errors:
         for t in tmps:
             t.unlink(missing_ok=True)
@@ -182,8 +190,9 @@ def runtime_objects(cfg: CompilerConfig, sources: list[Path], cache: str | os.Pa
     """The objects of the runtime ``sources`` for ``cfg`` (and ``flags``, default ``cfg.flags``), the
     missing ones compiled now, and the precompiled header made on first use.
 
-    Concurrent processes wait on the folder's lock, so each object is built once; a progress line goes
-    to stderr while objects are built. Objects and header are checked against their integrity records:
+    Concurrent processes wait on the folder's lock, so each object is built once; waiting and building
+    are the "runtime" step of the compile's progress (onnxc/progress.py; a session of its own when no
+    compile runs). Objects and header are checked against their integrity records:
     a damaged one is discarded with a CacheWarning and built again. ``ONNXC_FAIL_ON_COMPILE=1`` makes a
     missing object an error."""
     from .cache_prune import touch
@@ -199,7 +208,7 @@ def runtime_objects(cfg: CompilerConfig, sources: list[Path], cache: str | os.Pa
         raise CompileError(f"runtime objects must be built ({', '.join(missing)}, folder {folder.name}) but "
                            "ONNXC_FAIL_ON_COMPILE is set")
     integrity.private_dir(folder)
-    with integrity.locked(folder / "build.lock"):
+    with progress.session() as rep, rep.step("runtime"), integrity.locked(folder / "build.lock"):
         bad = {p: why for p in objs + pch if (why := integrity.problem(p)) not in (None, integrity.MISSING)}
         for p, why in bad.items():
             integrity.discard(p, f"the runtime file {why}", "compiling it again")
@@ -207,12 +216,8 @@ def runtime_objects(cfg: CompilerConfig, sources: list[Path], cache: str | os.Pa
             build_pch(cfg, folder, flags)
         todo = [s for s, o in zip(sources, objs) if not o.exists()]
         if todo:
-            t0 = time.perf_counter()
-            print(f"onnxc: compiling {len(todo)} runtime source(s) once for this compiler and flags "
-                  f"({', '.join(s.name for s in todo)})...", file=sys.stderr, flush=True)
+            rep.units(len(todo))
             _build_objects(cfg, todo, folder, flags)
-            print(f"onnxc: runtime compiled in {time.perf_counter() - t0:.1f} s ({folder})", file=sys.stderr,
-                  flush=True)
     touch(folder)
     return objs
 

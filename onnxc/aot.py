@@ -30,6 +30,7 @@ from onnxc.codegen.artifact import (
 from onnxc.codegen.native import NativeModel
 from onnxc.ir import ModelError
 
+from . import progress
 from .api import CompiledModel, _info, compiler_config, lower_model, model_about, native_types
 
 EMBED_MAX_BYTES = 1 << 30  # larger weights are written beside the library (see the top)
@@ -38,27 +39,37 @@ EMBED_MAX_BYTES = 1 << 30  # larger weights are written beside the library (see 
 def build(model, out_dir: str | os.PathLike, *, name: str | None = None, embed_weights: bool = True,
           target: str = "native", threads: int | None = None, cc: str | None = None,
           flags: tuple[str, ...] | None = None, emit_only: bool = False,
-          constants: Mapping[str, object] | None = None) -> Path:
+          constants: Mapping[str, object] | None = None, quiet: bool = False) -> Path:
     """Compile ``model`` (path, bytes or ModelProto) into the artifact folder ``out_dir``.
 
     ``name``: C identifier used for the library, header and API prefix (default: from the file name,
     else "model"). ``embed_weights``: weights inside the library, else ``<name>.weights`` beside it.
     ``target``: ISA level (native, portable, x86-64-v2/v3/v4, aarch64). ``emit_only``: write sources
     and build files without compiling. ``constants``: inputs bound to fixed values, as in compile().
-    Returns the folder.
+    ``quiet``: no status line on stderr, as in compile() (onnxc/progress.py). Returns the folder.
     """
+    with progress.session(quiet) as rep:
+        rep.phase("load")
+        return _build(model, out_dir, name, embed_weights, target, threads, cc, flags, emit_only, constants)
+
+
+def _build(model, out_dir: str | os.PathLike, name: str | None, embed_weights: bool, target: str,
+           threads: int | None, cc: str | None, flags: tuple[str, ...] | None, emit_only: bool,
+           constants: Mapping[str, object] | None) -> Path:
+    """build() within its progress session (phases: load, passes, codegen, cc)."""
     out = Path(out_dir)
     name = check_name(name or _default_name(model))
     m, program, nthreads, _ = lower_model(model, threads, constants=constants)
     if embed_weights and len(program.weights) > EMBED_MAX_BYTES:
         warnings.warn(f"onnxc build: {len(program.weights) / 2**30:.1f} GiB of weights are written to {name}.weights "
-                      f"beside the library, not embedded (above {EMBED_MAX_BYTES >> 30} GiB)", stacklevel=2)
+                      f"beside the library, not embedded (above {EMBED_MAX_BYTES >> 30} GiB)", stacklevel=3)
         embed_weights = False
     in_types = [v.type for v in m.graph.inputs]
     out_types = [v.type for v in m.graph.outputs]
     write_sources(program, in_types, out_types, out, name, embed=embed_weights, target=target, threads=nthreads,
                   about=model_about(m))
     if not emit_only:
+        progress.current().phase("cc")
         build_library(out, name, compiler_config(cc, flags), target, embed_weights)
     return out
 

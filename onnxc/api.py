@@ -24,7 +24,8 @@ from onnxc.ir import CacheWarning, CompileError, DType, InputError, Model, Model
 from onnxc.passes.bind_constants import bind_constants
 from onnxc.passes.pipeline import optimize
 
-from .fastpath import FastPath
+from . import progress
+from .fastpath import FastPath, run_out
 from .support import check_supported
 
 
@@ -169,24 +170,33 @@ class CompiledModel:
                     for i, a in enumerate(outs)]
         return outs
 
-    def run(self, feeds: dict, output_names: list[str] | None = None) -> dict[str, np.ndarray]:
+    def run(self, feeds: dict, output_names: list[str] | None = None, *,
+            out: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+        """The outputs (all, or ``output_names``) for the inputs ``feeds``, by name.
+
+        ``out``: output name -> a numpy array of the output's dtype and of the shape this call produces
+        (C-contiguous, writable) that receives it, as onnxruntime's IO binding; the returned dict holds
+        these arrays. Outputs sized from the input shapes are written in place, no copy; outputs whose
+        shape is known only after the run are copied into it (onnxc/fastpath.py run_out)."""
         outs = None
         fast = self._fast
-        if fast is not None and output_names is None and not self._views:  # dict in, dict out, all generated
+        if out is not None:
+            outs = run_out(self, feeds, out)
+        elif fast is not None and output_names is None and not self._views:  # dict in, dict out, all generated
             res = fast.call_dict(feeds)
             if res is not None:
                 return res
-        if fast is not None and len(feeds) == fast.n_in:
+        if outs is None and fast is not None and len(feeds) == fast.n_in:
             try:
                 arrays = [feeds[n] for n in self._in_names]
             except KeyError:
                 arrays = None
             if arrays is not None:
                 outs = fast.call(arrays)
+                if outs is not None and self._views:
+                    outs = self._finish(outs)
         if outs is None:
-            outs = self._native.run(self._prepare(feeds))
-        if self._views:
-            outs = self._finish(outs)
+            outs = self._finish(self._native.run(self._prepare(feeds)))
         res = dict(zip(self._out_names, outs))
         if output_names is not None:
             unknown = [n for n in output_names if n not in res]
@@ -209,6 +219,21 @@ class CompiledModel:
 
     def __repr__(self) -> str:
         return f"<onnxc.CompiledModel inputs={self.inputs} outputs={self.outputs}>"
+
+    @property
+    def threads(self) -> int:
+        """Threads a run may use, the calling thread included (``compile(threads=...)``, ``load(threads=...)``).
+        Settable at any time, without a recompile: kernels laid out at compile time for another count give
+        the same results and share out their work over the new count (pool limit: 64)."""
+        return self._native.threads
+
+    @threads.setter
+    def threads(self, n: int) -> None:
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+            raise InputError(f"threads: expected an integer >= 1, got {n!r}")
+        self._native.threads = int(n)
+        if self._fast is not None:
+            self._fast.set_threads(int(n))
 
     def __reduce__(self):
         """Pickling (multiprocessing with spawn or forkserver, joblib, Dask workers) and deep copies carry
@@ -234,7 +259,8 @@ class CompiledModel:
         except (CompileError, ModelError, KeyError, TypeError, ValueError) as e:
             raise TypeError(f"this compiled model cannot be pickled: an input or output type has no portable form ({e})") \
                 from None
-        return {"manifest": manifest, "library": Path(nat.path).read_bytes(), "weights": w}
+        lib = getattr(nat, "library_bytes", None) or Path(nat.path).read_bytes()  # (an unpickled model's file is gone)
+        return {"manifest": manifest, "library": lib, "weights": w}
 
     @property
     def about(self) -> dict:
@@ -283,10 +309,33 @@ class CompiledModel:
                 self._source = source
 
 
+_UNPICKLED_LIBS: dict[str, Path] = {}  # sha256 of a library -> this process's copy of it (see _library_copy)
+
+
+def _library_copy(lib: bytes) -> Path:
+    """This process's file of the library ``lib``: written once per distinct library and kept until exit, so
+    unpickling the same model again (a Dask task argument, a joblib batch) opens the library already
+    loaded instead of mapping one more copy (libraries are never unloaded: RTLD_NODELETE)."""
+    import atexit
+    import hashlib
+    import shutil
+    import tempfile
+
+    key = hashlib.sha256(lib).hexdigest()
+    path = _UNPICKLED_LIBS.get(key)
+    if path is None or not path.exists():
+        d = Path(tempfile.mkdtemp(prefix="onnxc-unpickled-lib-"))
+        path = d / "model.so"
+        path.write_bytes(lib)
+        atexit.register(shutil.rmtree, d, True)
+        _UNPICKLED_LIBS[key] = path
+    return path
+
+
 def _unpickle(state: dict) -> CompiledModel:
-    """A CompiledModel from ``CompiledModel._portable``: the library and weights go to a private temporary
-    folder, are opened like an artifact (onnxc/aot.py open_artifact) and the folder is removed (the process
-    keeps the library and the mapped weights)."""
+    """A CompiledModel from ``CompiledModel._portable``: the library goes to this process's copy of it
+    (_library_copy), the weights to a private temporary folder, opened like an artifact (onnxc/aot.py
+    open_artifact; the weights are read into memory) and the folder is removed."""
     import shutil
     import tempfile
 
@@ -294,10 +343,12 @@ def _unpickle(state: dict) -> CompiledModel:
 
     d = Path(tempfile.mkdtemp(prefix="onnxc-unpickled-"))
     try:
-        (d / "model.so").write_bytes(state["library"])
+        manifest = dict(state["manifest"], library=str(_library_copy(state["library"])))
         if state["weights"] is not None:
             (d / "model.weights").write_bytes(state["weights"])
-        return open_artifact(d, state["manifest"])
+        cm = open_artifact(d, manifest)
+        cm._native.library_bytes = state["library"]  # pickled again (Dask moves data between workers)
+        return cm
     finally:
         shutil.rmtree(d, ignore_errors=True)
 
@@ -339,13 +390,16 @@ def lower_model(model, threads: int | None = None, check_ir: bool | None = None,
     """Frontend, passes and lowering shared by compile() and build(): (IR, Program, threads, timings).
     ``constants``: inputs bound to values (passes/bind_constants.py)."""
     t0 = time.perf_counter()
+    rep = progress.current()  # (idle outside a compile() or build())
     if isinstance(model, Model):
         m = model
     else:
         from onnxc.frontend import load_model
 
+        rep.phase("load")
         m = load_model(model)
     t1 = time.perf_counter()
+    rep.phase("passes")
     if constants:
         bind_constants(m, constants)
     check_supported(m)
@@ -353,6 +407,7 @@ def lower_model(model, threads: int | None = None, check_ir: bool | None = None,
         check_ir = os.environ.get("ONNXC_CHECK_IR", "") not in ("", "0")
     m = optimize(m, check=check_ir, dump_after=dump_ir)
     t2 = time.perf_counter()
+    rep.phase("codegen")
     nthreads = threads or os.cpu_count() or 1
     program = lower(m, nthreads)
     return m, program, nthreads, {"load": t1 - t0, "passes": t2 - t1, "lower": time.perf_counter() - t2}
@@ -387,7 +442,7 @@ def native_types(ins: list[TensorInfo], outs: list[TensorInfo]) -> tuple[list, l
 def compile(model, *, threads: int | None = None, cache_dir: str | os.PathLike | None = None,
             cc: str | None = None, flags: tuple[str, ...] | None = None, check_ir: bool | None = None,
             dump_ir: str | set[str] | None = None, profile: bool = False,
-            constants: Mapping[str, object] | None = None) -> CompiledModel:
+            constants: Mapping[str, object] | None = None, quiet: bool = False) -> CompiledModel:
     """Compile an ONNX model (path, bytes or protobuf ModelProto) to native code.
 
     ``threads``: threads the kernels may use (default: all cores). ``cache_dir``: compile cache
@@ -397,11 +452,22 @@ def compile(model, *, threads: int | None = None, cache_dir: str | os.PathLike |
     ``profile``: time each kernel step; read the sums with ``onnxc.profile.read_profile(model)``.
     ``constants``: graph inputs bound to fixed values (``{"sr": 16000}``), folded into the model, which no
     longer takes them: branches and shapes they decide are settled at compile time.
+    ``quiet``: no status line on stderr (drawn when stderr is a terminal and the compile runs over a
+    second); the logger "onnxc" gets one INFO record per finished phase either way (onnxc/progress.py).
 
     A model compiled before with the same options (the same file bytes, threads, compiler, flags and
     onnxc version) comes from the model cache (codegen/model_cache.py) without being parsed; its
     ``ir``/``program``/``c_source`` are computed again from ``model`` when first asked for.
     """
+    with progress.session(quiet) as rep:
+        rep.phase("load")
+        return _compile(model, threads, cache_dir, cc, flags, check_ir, dump_ir, profile, constants)
+
+
+def _compile(model, threads: int | None, cache_dir: str | os.PathLike | None, cc: str | None,
+             flags: tuple[str, ...] | None, check_ir: bool | None, dump_ir: str | set[str] | None, profile: bool,
+             constants: Mapping[str, object] | None) -> CompiledModel:
+    """compile() within its progress session (phases: load, passes, codegen, cc)."""
     t0 = time.perf_counter()
     nthreads = threads or os.cpu_count() or 1
     cfg = compiler_config(cc, flags)
@@ -446,6 +512,7 @@ def compile(model, *, threads: int | None = None, cache_dir: str | os.PathLike |
         m, program = None, None  # recomputed when asked for: the weights stay in the native model only
         if len(weights) >= GC_WEIGHT_BYTES:
             gc.collect()  # the IR's producer/use links are cycles: free its constants now, not at some later GC
+    progress.current().phase("cc")
     t3 = time.perf_counter()
     try:
         so = build_cached(source, cfg, cache_dir)
@@ -511,7 +578,7 @@ def _from_model_cache(root: Path, key: str, threads: int, recompute: Callable[[]
         entry = cm = None
     except (model_cache.EntryError, ModelError, OSError) as e:
         warnings.warn(f"onnxc cache: a model cache entry failed its check ({e}); discarding it and compiling "
-                      "the model again", CacheWarning, stacklevel=3)
+                      "the model again", CacheWarning, stacklevel=4)  # (the caller of compile())
         model_cache.discard(root, key)
         entry = cm = None
     if cm is None:

@@ -1,8 +1,8 @@
 """The ``onnxc`` command: run a model, show what the compiler made of it, list supported operators.
 
     onnxc run MODEL [--input NAME=FILE ...] [--dim NAME=SIZE ...] [--output-dir DIR]
-    onnxc info MODEL [--dump-after STEP|all] [--emit-c FILE]
-    onnxc ops [--json]
+    onnxc info MODEL [--dump-after STEP|all] [--emit-c FILE] [--html FILE] [--profile --dim NAME=SIZE ...]
+    onnxc ops [--json] [--internal] [--domain DOMAIN]
     onnxc bench MODEL [--threads N] [--runs N] [--profile] [--dim NAME=SIZE ...]
 
 Every failure exits non-zero with one line on stderr (``--debug`` shows the traceback instead).
@@ -122,7 +122,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     given = _parse_pairs(args.input, "--input")
     dims = {k: _int(v, f"--dim {k}") for k, v in _parse_pairs(args.dim, "--dim").items()}
     arrays = {name: load_array(path) for name, path in given.items()}
-    model = onnxc.compile(args.model, threads=args.threads, constants=_consts(args))
+    model = onnxc.compile(args.model, threads=args.threads, constants=_consts(args),
+                          quiet=getattr(args, "quiet", False))
     names = [i.name for i in model.inputs]
     unknown = sorted(set(given) - set(names))
     if unknown:
@@ -215,15 +216,38 @@ def folded_summary(g) -> str:
 
 
 def _size_dim(shape: tuple, itemsize: int) -> Dim:
+    """Bytes of a buffer of ``shape``: a simplified Dim (ir/dims.py keeps products canonical)."""
     n: Dim = itemsize
     for d in shape:
         n = n * d
     return n
 
 
-def arena_summary(program) -> str:
-    """The memory plan of the intermediates: arena bytes (static) or the symbolic sum (run-time plan)."""
+FORMULA_CHARS = 240  # a longer arena formula shows its leading terms and how many it leaves out
+
+
+def _short_formula(d: Dim) -> str:
+    """``d`` as text, highest-degree terms first; past FORMULA_CHARS the rest is counted, not shown."""
+    from onnxc.ir.dims import Expr
+
+    text = str(d)
+    if not isinstance(d, Expr) or len(text) <= FORMULA_CHARS:
+        return text.removeprefix("(").removesuffix(")") if isinstance(d, Expr) else text
+    terms = [str(Expr.make({m: c})) for m, c in reversed(d.terms)]
+    shown = terms[0]
+    for k, t in enumerate(terms[1:], 1):
+        if len(shown) + len(t) > FORMULA_CHARS:
+            return f"{shown} + ... ({len(terms) - k} more terms)"
+        shown += (" - " + t[1:]) if t.startswith("-") else (" + " + t)
+    return shown
+
+
+def arena_summary(program, dims: dict[str, int] | None = None) -> str:
+    """The memory plan of the intermediates: arena bytes (static), or for a run-time plan the bytes
+    without reuse as a formula of the dims plus the planned arena at an example size: ``dims``
+    (onnxc info --dim), 1 for every dimension variable not given."""
     from onnxc.codegen.memory_plan import Slot, static_plan
+    from onnxc.ir.dims import evaluate
 
     temps = [b for b in program.buffers.values() if b.kind == "temp"]
     if not temps:
@@ -236,7 +260,17 @@ def arena_summary(program) -> str:
     total: Dim = 0
     for s in sizes:
         total = total + s
-    return f"planned at run time for {len(temps)} intermediate buffers (symbolic sizes; at most {total} bytes)"
+    head = f"planned at run time for {len(temps)} intermediate buffers; {_short_formula(total)} bytes without reuse"
+    env = {name: (dims or {}).get(name, 1) for name in program.dimvars}
+    try:
+        at = [max(evaluate(s, env), 0) for s in sizes]
+        _, planned = static_plan([Slot(b.id, n, b.first, b.last) for b, n in zip(temps, at)])
+    except (KeyError, ZeroDivisionError, OnnxcError):
+        return head
+    given = ", ".join(f"{k}={v}" for k, v in env.items() if k in (dims or {}))
+    ones = [k for k in env if k not in (dims or {})]
+    where = ", ".join(filter(None, [given, f"{', '.join(ones)} = 1" if ones else ""]))
+    return f"{head}; {planned} bytes at {where} ({sum(at)} without reuse)"
 
 
 def cmd_info(args: argparse.Namespace) -> int:
@@ -294,11 +328,34 @@ def cmd_info(args: argparse.Namespace) -> int:
         print(f"checked at run time ({len(m.graph.contracts)}):")
         for c in m.graph.contracts.values():
             print(f"  {c.describe()}")
-    print(f"arena: {arena_summary(program)}")
+    example = {k: _int(v, f"--dim {k}") for k, v in _parse_pairs(args.dim, "--dim").items()}
+    if set(example) - set(program.dimvars):
+        raise UsageError(f"--dim {', '.join(sorted(set(example) - set(program.dimvars)))}: no such dimension "
+                         f"variable ({', '.join(program.dimvars) or 'the model has none'})")
+    print(f"arena: {arena_summary(program, example)}")
     if args.emit_c:
         Path(args.emit_c).write_text(source)
         print(f"wrote {args.emit_c}")
+    if args.html or args.profile:
+        _info_report(args, m, program)
     return 0
+
+
+def _info_report(args: argparse.Namespace, m, program) -> None:
+    """``onnxc info --profile`` (time per kernel step on random inputs) and ``--html FILE`` (onnxc/html_report.py)."""
+    from onnxc.html_report import measure_profile, write_report
+
+    dims = {k: _int(v, f"--dim {k}") for k, v in _parse_pairs(args.dim, "--dim").items()}  # checked by cmd_info
+    profile = None
+    if args.profile:
+        if args.runs < 1:
+            raise UsageError(f"--runs: expected at least 1, got {args.runs}")
+        profile = measure_profile(args.model, args.threads or os.cpu_count() or 1, dims, _consts(args), args.runs,
+                                  quiet=getattr(args, "quiet", False))
+        print(profile.format(top=20))
+    if args.html:
+        write_report(args.html, m, program, os.path.basename(args.model), dims, profile)
+        print(f"wrote {args.html}")
 
 
 # --------------------------------------------------------------------------------------------- ops
@@ -336,7 +393,8 @@ def supported_ops() -> list[dict]:
                        restricted=False, shape_rule=False, fold=False, compiles=True)
         else:
             declared = kd is not None and kd.types is not None
-            how = _how(kd, key, FOLD_RULES) if rule is not None else ("kernel, no shape rule" if kd else "fold rule only")
+            bare = "kernel, written only by the passes" if key[0] == INTERNAL_DOMAIN else "kernel, no shape rule"
+            how = _how(kd, key, FOLD_RULES) if rule is not None else (bare if kd else "fold rule only")
             row.update(opsets=_versions(rule.versions) if rule else None,
                        types=type_names(kd.types) if declared else None,
                        types_text=describe_types(kd.types) if declared else
@@ -351,6 +409,12 @@ def supported_ops() -> list[dict]:
 
 def cmd_ops(args: argparse.Namespace) -> int:
     rows = [r for r in supported_ops() if args.internal or r["domain"] != INTERNAL_DOMAIN]
+    if args.domain:
+        known = sorted({r["domain"] for r in rows})
+        if args.domain not in known:
+            raise UsageError(f"--domain {args.domain!r}: no operators in that domain; the domains are "
+                             f"{', '.join(known)}" + ("" if args.internal else " (and 'onnxc' with --internal)"))
+        rows = [r for r in rows if r["domain"] == args.domain]
     if args.json:
         print(json.dumps(rows, indent=1))
         return 0
@@ -365,6 +429,10 @@ def cmd_ops(args: argparse.Namespace) -> int:
           "or expansion; element types: those the kernel computes, for the op's main type parameter (other "
           "inputs follow the spec); * the kernel also rejects some attribute values or input combinations "
           "(the error says which).")
+    per = Counter(r["domain"] for r in rows if r["compiles"])
+    print("by domain: " + ", ".join(f"{d} {k}" for d, k in sorted(per.items(), key=lambda kv: (-kv[1], kv[0])))
+          + ("" if args.internal else f"; onnxc's own ops ('{INTERNAL_DOMAIN}', written by its passes) are listed "
+             "with --internal"))
     return 0
 
 
@@ -373,7 +441,8 @@ def cmd_build(args: argparse.Namespace) -> int:
 
     out = args.output or args.emit_c
     d = onnxc.build(args.model, out, name=args.name, embed_weights=args.weights == "embed", target=args.target,
-                    threads=args.threads, emit_only=args.emit_c is not None, constants=_consts(args))
+                    threads=args.threads, emit_only=args.emit_c is not None, constants=_consts(args),
+                    quiet=getattr(args, "quiet", False))
     what = "sources (run make there)" if args.emit_c else "library"
     print(f"onnxc: wrote the {what} to {d}")
     return 0
@@ -411,6 +480,8 @@ def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                         help="show the full traceback on errors")
+    common.add_argument("--quiet", "-q", action="store_true", default=argparse.SUPPRESS,
+                        help="no progress line on stderr while compiling (shown only on a terminal, after 1 s)")
     p = argparse.ArgumentParser(prog="onnxc", description="Compile ONNX models to C for CPUs.",
                                 parents=[common])
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -434,12 +505,20 @@ def build_parser() -> argparse.ArgumentParser:
     i = sub.add_parser("info", parents=[common], help="inputs, outputs, the IR after passes, C and memory plan",
                        description="Show MODEL's inputs and outputs (symbolic shapes), every node of the IR "
                        "after the optimization passes with its output types, the size of the generated C "
-                       "and the memory plan. Does not run the C compiler.")
+                       "and the memory plan. Does not run the C compiler unless --profile is given. --html "
+                       "FILE writes the same as one self-contained page (no network needed).")
     i.add_argument("model", help="the .onnx file")
     i.add_argument("--dump-after", metavar="STEP", help="also print the IR after pipeline step STEP (or 'all')")
     i.add_argument("--emit-c", metavar="FILE", help="write the generated C source to FILE")
     i.add_argument("--threads", type=int, default=None, help="thread count the code is generated for")
     i.add_argument("--const", "-c", action="append", metavar="NAME=VALUE", help=CONST_HELP)
+    i.add_argument("--html", metavar="FILE", help="also write a self-contained HTML page of the optimized graph: "
+                   "steps with fused groups, shapes, the arena and (with --profile) the time per step")
+    i.add_argument("--profile", action="store_true", help="compile a profiling build, run it on seeded random "
+                   "inputs and show the time per kernel step (compiles the model: needs a C compiler)")
+    i.add_argument("--dim", "-d", action="append", metavar="NAME=SIZE",
+                   help="size of a symbolic input dimension for --profile's inputs and the arena's example bytes")
+    i.add_argument("--runs", type=int, default=10, help="timed runs of --profile (default 10)")
     i.set_defaults(func=cmd_info)
 
     b = sub.add_parser("build", parents=[common], help="compile a model into a standalone library + C API",
@@ -460,12 +539,16 @@ def build_parser() -> argparse.ArgumentParser:
     b.set_defaults(func=cmd_build)
 
     o = sub.add_parser("ops", parents=[common], help="operators onnxc supports, from its registries",
-                       description="List the operators onnxc compiles (ONNX, ai.onnx.ml, onnxruntime's com.microsoft "
-                       "contrib ops...) with the opset versions, how each is implemented (kernel, view, "
-                       "expansion into other ops, fold-only) and the element types its kernel computes.")
+                       description="List the operators onnxc compiles with their ONNX domain (ai.onnx, "
+                       "ai.onnx.ml, ai.onnx.preview.training, onnxruntime's com.microsoft contrib ops), the "
+                       "opset versions, how each is implemented (kernel, view, expansion into other ops, "
+                       "fold-only) and the element types its kernel computes. onnxc's own fused ops are "
+                       "hidden unless --internal.")
     o.add_argument("--json", action="store_true", help="machine-readable output")
     o.add_argument("--internal", action="store_true",
                    help="also list onnxc's own ops (domain 'onnxc'), which only its passes write")
+    o.add_argument("--domain", metavar="DOMAIN",
+                   help="only the operators of DOMAIN (ai.onnx, ai.onnx.ml, ai.onnx.preview.training, com.microsoft)")
     o.set_defaults(func=cmd_ops)
 
     from onnxc.bench import add_bench_parser  # onnxc bench: the subparser and cmd_bench live in bench.py

@@ -20,14 +20,15 @@ an input (type, dtype, contiguity, shape) ~200 ns.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+import weakref
+from collections.abc import Callable, Mapping
 
 import cffi
 import numpy as np
 
 from onnxc.codegen import sigint
 from onnxc.codegen.native import ERRLEN, NativeModel, open_library, status_error
-from onnxc.ir import DType, RuntimeFailure, TensorType
+from onnxc.ir import DType, InputError, RuntimeFailure, TensorType
 from onnxc.ir.dims import evaluate, free_symbols, sym
 from onnxc.ir.limits import element_count
 
@@ -127,6 +128,8 @@ class FastPath:
             self.out_static.append(tuple(t.shape) if static else None)
         self.out_code = [int(t.dtype) if fn is not None else 0 for t, fn in zip(out_types, self.out_fn)]
         self._tls = threading.local()
+        self._args_made: weakref.WeakSet = weakref.WeakSet()  # every thread's argument struct (set_threads)
+        self._in_names = names[0] if names is not None else None
         self._out_names = names[1] if names is not None else None
         # call(arrays) -> the outputs, or None when the call needs the general path
         self.call = self._generate()
@@ -152,9 +155,11 @@ class FastPath:
         args = ffi.NULL
         if self._run_args is not None:  # the arguments of run_into, once per thread (the main thread's
             prefix = getattr(self.native, "prefix", "onnxc_model")  # runs stop on Ctrl-C: codegen/sigint.py)
-            args = ffi.new(f"{prefix}_args *", {"W": self.native._wptr, "in": ins, "out": outs, "err": err,
-                                                  "errlen": ERRLEN, "threads": self.native.threads,
-                                                  "cancel": sigint.cancel_ptr()})
+            with _lock:  # (set_threads sees every struct, made before or after it)
+                args = ffi.new(f"{prefix}_args *", {"W": self.native._wptr, "in": ins, "out": outs, "err": err,
+                                                      "errlen": ERRLEN, "threads": self.native.threads,
+                                                      "cancel": sigint.cancel_ptr()})
+                self._args_made.add(args)
         # the argument struct, the descriptor arrays, the error buffer, then each descriptor (indexing
         # makes a new proxy, so they are made once here)
         b = (args, ins, outs, err, *[ins[i] for i in range(self.n_in)], *[outs[j] for j in range(self.n_out)])
@@ -233,6 +238,56 @@ class FastPath:
         exec("\n".join(L), ns)  # generated from the model's types only: no model text in it
         return ns["call"]
 
+    def set_threads(self, n: int) -> None:
+        """Runs from now on use ``n`` threads (``native.threads``, already set by the caller): every
+        thread's argument struct is updated in place, the call functions (which bind the count when the
+        library has no ``run_args``) are made again."""
+        with _lock:
+            for args in list(self._args_made):
+                args.threads = n
+        self.call = self._generate()
+        if self.call_dict is not None:
+            self.call_dict = self._generate((self._in_names, self._out_names))
+
+    def call_into(self, arrays: list, given: Mapping[int, np.ndarray], check: Callable) -> list | None:
+        """The outputs of one run in which output ``j`` of ``given`` is written straight into
+        ``given[j]`` (caller-allocated: ``out_fn[j]`` is not None) after ``check(j, array, shape)`` has
+        compared it with the shape this call produces; the other outputs as ``call`` gives them. None when
+        the inputs need the general path (as ``call``) or an early output is empty."""
+        for i, a in enumerate(arrays):
+            if type(a) is not np.ndarray or a.dtype != self.in_dt[i] or not a.flags.c_contiguous \
+                    or a.ndim != self.in_rank[i] or not a.size:
+                return None
+        shapes = [a.shape for a in arrays]
+        early = {j: fn(shapes) for j, fn in enumerate(self.out_fn) if fn is not None}
+        if any(element_count(sh) == 0 for sh in early.values()):
+            return None
+        ffi, keep = self.ffi, []
+        ins = ffi.new("onnxc_tensor[]", max(1, self.n_in))
+        outs = ffi.new("onnxc_tensor[]", max(1, self.n_out))
+        for i, a in enumerate(arrays):
+            _describe(ins[i], a, self.in_code[i], keep, ffi)
+        res: list = [None] * self.n_out
+        for j, sh in early.items():
+            if j in given:
+                check(j, given[j], sh)
+                res[j] = given[j]
+            else:
+                res[j] = np.empty(sh, self.out_dt[j])
+            _describe(outs[j], res[j], self.out_code[j], keep, ffi)
+        err = ffi.new("char[]", ERRLEN)
+        if self._run_args is not None:  # (cancellable by Ctrl-C, as ``call``)
+            prefix = getattr(self.native, "prefix", "onnxc_model")
+            args = ffi.new(f"{prefix}_args *", {"W": self.native._wptr, "in": ins, "out": outs, "err": err,
+                                                  "errlen": ERRLEN, "threads": self.native.threads,
+                                                  "cancel": sigint.cancel_ptr()})
+            st = self._run_args(args)
+        else:
+            st = self.native.run_into(ins, outs, err)
+        if st:
+            self._fail(st, err)
+        return [self.native.take_output(outs[j], self.out_dt[j]) if o is None else o for j, o in enumerate(res)]
+
     def _fail(self, st: int, err) -> None:
         raise status_error(st, self.ffi.string(err).decode("utf-8", "replace"))
 
@@ -242,3 +297,86 @@ class FastPath:
         name = repr(self._out_names[j]) if self._out_names is not None else str(j)
         n = element_count(shape) * np.dtype(dt).itemsize
         raise RuntimeFailure(f"output {name}: out of memory for shape {list(shape)} ({n} bytes)")
+
+
+def _describe(t, a: np.ndarray, code: int, keep: list, ffi: cffi.FFI) -> None:
+    """Fill the descriptor ``t`` with the C-contiguous array ``a`` (dtype code ``code``); ``keep`` holds
+    the buffer reference until the call returns."""
+    t.dtype = code
+    t.rank = a.ndim
+    for k, d in enumerate(a.shape):
+        t.dims[k] = d
+    buf = ffi.from_buffer(a, require_writable=False)
+    keep.append(buf)
+    t.data = buf
+
+
+def run_out(model, feeds: dict, out: Mapping[str, np.ndarray]) -> list:
+    """The outputs of ``model.run(feeds, out=out)`` (a CompiledModel), in output order, ``out[name]`` in
+    the place of output ``name``. Outputs the library writes into a caller's buffer (their shape follows
+    from the input shapes) are written straight into ``out[name]``; the others (shapes known only after
+    the run, ml_dtypes views, an ``out`` array that overlaps an input) are copied into it after the run."""
+    given = _out_arrays(model, out)
+    arrays = model._prepare(feeds)
+    fast, views = model._fast, model._views
+    direct = {j: a for j, a in given.items() if fast is not None and fast.out_fn[j] is not None and j not in views
+              and not any(isinstance(x, np.ndarray) and np.may_share_memory(a, x) for x in arrays)}
+    outs = None
+    if direct:
+        outs = fast.call_into(arrays, direct, _shape_check(model))
+    if outs is None:
+        direct = {}
+        outs = model._native.run(arrays)
+    if views:
+        outs = model._finish(outs)
+    check = _shape_check(model)
+    for j, a in given.items():
+        if j not in direct:
+            check(j, a, outs[j].shape)
+            np.copyto(a, outs[j], casting="no")
+            outs[j] = a
+    return outs
+
+
+def _shape_check(model) -> Callable:
+    """``check(j, array, shape)``: InputError unless the caller's array for output ``j`` has ``shape``."""
+
+    def check(j: int, a: np.ndarray, shape: tuple) -> None:
+        if a.shape != tuple(shape):
+            raise InputError(f"out[{model._out_names[j]!r}]: expected shape {list(shape)} (the shape this call "
+                             f"produces), got {list(a.shape)}")
+
+    return check
+
+
+def _out_arrays(model, out: Mapping[str, np.ndarray]) -> dict[int, np.ndarray]:
+    """``out`` by output index, after the checks that need no run: known tensor outputs, numpy arrays of
+    the output's dtype, C-contiguous, writable, no two sharing memory."""
+    if not isinstance(out, Mapping):
+        raise InputError(f"out: expected a dict of output name -> numpy array, got {type(out).__name__}")
+    names = model._out_names
+    unknown = [n for n in out if n not in names]
+    if unknown:
+        raise InputError(f"out: unknown output(s) {unknown}; the model's outputs are {names}")
+    given: dict[int, np.ndarray] = {}
+    for name, a in out.items():
+        j = names.index(name)
+        info = model.outputs[j]
+        what = f"out[{name!r}]"
+        if not info.is_tensor:
+            raise InputError(f"{what}: the output is a {info.type}, not a tensor; out= takes tensor outputs only")
+        if not isinstance(a, np.ndarray):
+            raise InputError(f"{what}: expected a numpy array, got {type(a).__name__}")
+        want = model._views.get(j, info.dtype)
+        if a.dtype != want:
+            raise InputError(f"{what}: expected dtype {want} (the output's element type "
+                             f"{info.elem_type.name.lower()}), got {a.dtype}")
+        if not a.flags.c_contiguous:
+            raise InputError(f"{what}: expected a C-contiguous array, got one with strides {a.strides}")
+        if not a.flags.writeable:
+            raise InputError(f"{what}: the array is read-only")
+        for k, b in given.items():
+            if np.may_share_memory(a, b):
+                raise InputError(f"{what} and out[{names[k]!r}] share memory")
+        given[j] = a
+    return given

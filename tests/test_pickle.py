@@ -53,3 +53,20 @@ class _Run:
 
     def __call__(self, feeds):
         return self.cm.run(feeds)["probabilities"]
+
+
+def test_unpickling_one_model_again_maps_its_library_once(models):
+    """A model unpickled over and over (a task argument) reuses this process's copy of its library instead
+    of loading one more copy each time (loaded libraries are never unloaded)."""
+    def libs() -> set[str]:
+        with open("/proc/self/maps") as f:
+            return {line.split()[-1] for line in f if "onnxc-unpickled-lib-" in line}
+
+    m = models["jit"]
+    data = pickle.dumps(m)
+    want = m.run(_feeds(2))
+    before = libs()
+    for _ in range(5):
+        got = pickle.loads(data).run(_feeds(2))
+        assert all(np.array_equal(got[k], want[k]) for k in want)
+    assert len(libs() - before) <= 1, libs() - before
