@@ -368,6 +368,10 @@ def _from_python(a, info: TensorInfo) -> np.ndarray:
     type check, which names what it got."""
     raw = np.asarray(a)
     want = info.dtype
+    if raw.dtype.kind in "USO" and want is not None and want.kind in "biuf":
+        shown = repr(a) if len(repr(a)) <= 60 else repr(a)[:57] + "..."
+        raise InputError(f"input {info.name!r}: expected {info.elem_type.name.lower()} numbers, got a Python "
+                         f"{type(a).__name__} that holds none: {shown}")
     if raw.dtype.kind not in "biuf" or want is None or want.kind not in "biuf" or raw.dtype == want:
         return raw
     with np.errstate(invalid="ignore", over="ignore"):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -116,6 +117,9 @@ def test_python_lists_take_the_input_type():
     np.testing.assert_array_equal(out, np.array([4.5, 7.5], np.float32))
     with pytest.raises(onnxc.InputError, match="input 'k': expected int64 values, got numbers it cannot hold exactly"):
         m.run({"x": [0, 0], "y": [0, 0], "k": [1.5, 2]})
+    for bad, shown in (("ab", "str that holds none: 'ab'"), ([None, 1], "list that holds none: [None, 1]")):
+        with pytest.raises(onnxc.InputError, match=re.escape(f"input 'x': expected float numbers, got a Python {shown}")):
+            m.run({"x": bad, "y": [0, 0], "k": [1, 2]})
 
 
 @pytest.mark.hostile
