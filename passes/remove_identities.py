@@ -29,12 +29,8 @@ def _remove_graph(g: Graph) -> bool:
         if not _removable(n):
             continue
         src, out = n.inputs[0], n.outputs[0]
-        if out in g.outputs and (src in g.outputs or src in g.inputs or src.graph is not g
-                                 or src.name in g.initializers):
-            continue  # a graph output needs its own value (its name is public)
         if out in g.outputs:
-            # keep the public name: the producer of src now produces out
-            continue
+            continue  # a graph output keeps its own value: its name is public
         g.remove(n)
         out.replace_all_uses_with(src)
         changed = True

@@ -10,8 +10,6 @@ from . import (  # noqa: F401
     losses,
     ml_linear,
     ml_preprocess,
-    ml_svm,
-    ml_trees,
     ms_activations,
     ms_attention,
     ms_fused,

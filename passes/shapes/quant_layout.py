@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from onnxc.ir import DType, Node, TensorType
+from onnxc.ir import DType, Node
 from onnxc.ir.dims import ceildiv, is_static
 
 from .common import fail, norm_axis, shape_of, tensor_type
@@ -185,8 +185,3 @@ def check_per_channel(node: Node, i: int, what: str, m) -> None:
         return
     if len(s) != 1 or (is_static(s[0]) and is_static(m) and s[0] != m):
         raise fail(node, f"{what} (input {i}, {v.name!r}) must be a scalar or have shape [{m}], got {list(s)}")
-
-
-def input_dtype(node: Node, i: int) -> DType | None:
-    v = node.input(i)
-    return v.type.dtype if v is not None and isinstance(v.type, TensorType) else None

@@ -1,1 +1,0 @@
-"""TreeEnsembleRegressor/TreeEnsembleClassifier are kernels (codegen/kernels/trees_classic.py), not expansions."""
