@@ -79,9 +79,11 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=15)
     ap.add_argument("--march", default="native", help="-march of the build (native, haswell, x86-64, ...)")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--isa", default=None, help="micro-kernel: avx512vnni, avx2, portable (default: the best this "
+                    "CPU runs, chosen at run time)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
-        ig = IGemm(Path(d), [f"-march={args.march}"])
+        ig = IGemm(Path(d), [f"-march={args.march}"], args.isa)
         print(f"integer GEMM micro-kernel: {ig.isa} (-march={args.march}), threads {args.threads}")
         print(f"{'M':>5} {'N':>5} {'K':>5}  {'int8':>6} {'qlinear':>7} {'plainA':>6}  {'float':>6}  {'int8/float':>10}"
               f"  {'im2col':>10}")

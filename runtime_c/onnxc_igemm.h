@@ -52,7 +52,7 @@
  * (from two ONNXC_IG_GRAIN multiply-adds) take chunks of whole panels along N or M, whichever has more,
  * dynamically from the runtime pool (onnxc_pool.h); smaller products run on the caller alone.
  *
- * Micro-kernels (by the compile target; onnxc_igemm_isa() / ONNXC_IG_ISA names the one built):
+ * Micro-kernels (all built in; the best the CPU runs is used, capped by ONNXC_ISA; onnxc_igemm_isa() names it):
  *   "avx512vnni"  VPDPBUSD on zmm: broadcast of 4 A bytes, 2 B vectors, 8 x 2 accumulators
  *   "avx2"        exact without VNNI: bytes widened to int16, VPMADDWD + VPADDD (no VPMADDUBSW: it saturates)
  *   "portable"    C loops
@@ -159,7 +159,12 @@ ONNXC_RT_API void onnxc_ig_im2col_packed(int threads, const void *x, int x_u8, i
 ONNXC_RT_API int onnxc_igemm(int threads, int64_t M, int64_t N, int64_t K, const onnxc_ig_opd *A,
                              const onnxc_ig_opd *B, const onnxc_ig_epi *epi);
 
-/* The micro-kernel the library was built with: "avx512vnni", "avx2" or "portable". */
+/* The micro-kernel in use: "avx512vnni", "avx2" or "portable" (the best this CPU runs, capped by the
+ * ONNXC_ISA environment variable, read on first use). */
 ONNXC_RT_API const char *onnxc_igemm_isa(void);
+
+/* Use the micro-kernel ``name`` from now on (tests: every path against one reference); -1 when this CPU
+ * cannot run it or the name is unknown. */
+ONNXC_RT_API int onnxc_igemm_use_isa(const char *name);
 
 #endif /* ONNXC_IGEMM_H */

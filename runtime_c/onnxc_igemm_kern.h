@@ -1,8 +1,10 @@
-/* onnxc_igemm_kern.h: the 8-bit integer GEMM micro-kernels, one per instruction set, chosen by the compile
- * target. Included by onnxc_igemm.c only.
+/* onnxc_igemm_kern.h: the 8-bit integer GEMM micro-kernels, one per instruction set, all built into every
+ * x86-64 runtime (each function carries its own target attribute) and chosen at run time by the CPU's
+ * features (onnxc_igemm.c onnxc_ig_active): an artifact built for an older target still runs VNNI where
+ * the CPU has it. Included by onnxc_igemm.c only.
  *
- *   static inline void onnxc_ig_micro(int au, int plain, int64_t nq, int tail, const uint8_t *a, int64_t lda,
- *                                     int mr, const uint8_t *b, int32_t *c);
+ *   void onnxc_ig_micro_<isa>(int au, int plain, int64_t nq, int tail, const uint8_t *a, int64_t lda,
+ *                             int mr, const uint8_t *b, int32_t *c);      <isa>: avx512vnni, avx2, portable
  *
  * c[i * 32 + j] = sum_k a(i, k) * b(k, j) for i < mr <= 8 (rows up to the kernel's row block may be written
  * too: c holds 8 x 32 int32), j < 32, over the raw bytes: A's unsigned and B's signed when au, else A's
@@ -39,16 +41,17 @@ static inline int32_t onnxc_ig_ldtail(const uint8_t *p, int n) {
     return (int32_t)v;
 }
 
-#if defined(__AVX512VNNI__) && defined(__AVX512BW__)
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
+#define ONNXC_IG_X86 1
 #include <immintrin.h>
-#define ONNXC_IG_ISA "avx512vnni"
+#define ONNXC_IG_T512 __attribute__((target("avx512f,avx512bw,avx512vnni")))
+#define ONNXC_IG_T256 __attribute__((target("avx2")))
 
 /* R rows (1, 4 or 8) x 32 columns over nq groups; AU: A unsigned; PL: A plain (its tail is
  * onnxc_ig_tail512's). Always inlined with constants. */
-static inline __attribute__((always_inline)) void onnxc_ig_k512(const int R, const int AU, const int PL, int64_t nq,
-                                                                int tail, const uint8_t *restrict a, int64_t lda,
-                                                                int mr, const uint8_t *restrict b,
-                                                                int32_t *restrict c) {
+static inline __attribute__((always_inline)) ONNXC_IG_T512 void
+onnxc_ig_k512(const int R, const int AU, const int PL, int64_t nq, int tail, const uint8_t *restrict a, int64_t lda,
+              int mr, const uint8_t *restrict b, int32_t *restrict c) {
     (void)tail;
     __m512i acc[ONNXC_IG_MR][2];
     const uint8_t *ar[ONNXC_IG_MR];
@@ -79,7 +82,7 @@ static inline __attribute__((always_inline)) void onnxc_ig_k512(const int R, con
 
 /* c[i][0..32) += the tail group of a plain A (tail bytes of row i at a + i * lda, zero-filled) times b's
  * group, for i < mr. Apart from the kernel's loop: GCC spills its accumulators when both share a function. */
-static __attribute__((noinline)) void onnxc_ig_tail512(int au, int tail, const uint8_t *a, int64_t lda, int mr,
+static __attribute__((noinline)) ONNXC_IG_T512 void onnxc_ig_tail512(int au, int tail, const uint8_t *a, int64_t lda, int mr,
                                                        const uint8_t *b, int32_t *c) {
     const __m512i b0 = _mm512_loadu_si512((const void *)b), b1 = _mm512_loadu_si512((const void *)(b + 64));
     for (int i = 0; i < mr; i++, c += ONNXC_IG_NR) {
@@ -100,13 +103,10 @@ static __attribute__((noinline)) void onnxc_ig_tail512(int au, int tail, const u
         if (PL && tail) onnxc_ig_tail512(AU, tail, a + 4 * nq, lda, mr, b + nq * 4 * ONNXC_IG_NR, c); \
     } while (0)
 
-#elif defined(__AVX2__)
-#include <immintrin.h>
-#define ONNXC_IG_ISA "avx2"
 
 /* RR rows (1 or 2) x 16 columns; a0 / a1 the rows' first quads, qs bytes between a row's quads; b the
  * panel's first group at the sub-tile's columns; the tail group (PL) read with onnxc_ig_ldtail. */
-static inline __attribute__((always_inline)) void onnxc_ig_k256(const int RR, const int AU, const int PL, int64_t nq,
+static inline __attribute__((always_inline)) ONNXC_IG_T256 void onnxc_ig_k256(const int RR, const int AU, const int PL, int64_t nq,
                                                                 int tail, const uint8_t *a0, const uint8_t *a1,
                                                                 int64_t qs, const uint8_t *restrict b,
                                                                 int32_t *restrict c) {
@@ -141,7 +141,7 @@ static inline __attribute__((always_inline)) void onnxc_ig_k256(const int RR, co
     }
 }
 
-static inline __attribute__((always_inline)) void onnxc_ig_k256_tile(const int AU, const int PL, int64_t nq, int tail,
+static inline __attribute__((always_inline)) ONNXC_IG_T256 void onnxc_ig_k256_tile(const int AU, const int PL, int64_t nq, int tail,
                                                                      const uint8_t *a, int64_t lda, int mr,
                                                                      const uint8_t *b, int32_t *c) {
     const int64_t qs = PL ? 4 : 4 * ONNXC_IG_MR;
@@ -154,10 +154,8 @@ static inline __attribute__((always_inline)) void onnxc_ig_k256_tile(const int A
         }
     }
 }
-#define ONNXC_IG_ROWS(AU, PL) onnxc_ig_k256_tile(AU, PL, nq, tail, a, lda, mr, b, c)
-
-#else
-#define ONNXC_IG_ISA "portable"
+#define ONNXC_IG_ROWS256(AU, PL) onnxc_ig_k256_tile(AU, PL, nq, tail, a, lda, mr, b, c)
+#endif /* x86 */
 
 /* 4-row sub-tiles; AU: A unsigned (B signed), else the reverse. */
 static inline __attribute__((always_inline)) void onnxc_ig_kport(const int AU, const int PL, int64_t nq, int tail,
@@ -185,19 +183,25 @@ static inline __attribute__((always_inline)) void onnxc_ig_kport(const int AU, c
         for (int i = 0; i < n; i++) memcpy(c + (i0 + i) * ONNXC_IG_NR, acc[i], sizeof acc[i]);
     }
 }
-#define ONNXC_IG_ROWS(AU, PL) onnxc_ig_kport(AU, PL, nq, tail, a, lda, mr, b, c)
-#endif
+#define ONNXC_IG_ROWSPORT(AU, PL) onnxc_ig_kport(AU, PL, nq, tail, a, lda, mr, b, c)
 
-static inline void onnxc_ig_micro(int au, int plain, int64_t nq, int tail, const uint8_t *a, int64_t lda, int mr,
-                                  const uint8_t *b, int32_t *c) {
-    if (au) {
-        if (plain) ONNXC_IG_ROWS(1, 1);
-        else ONNXC_IG_ROWS(1, 0);
-    } else {
-        if (plain) ONNXC_IG_ROWS(0, 1);
-        else ONNXC_IG_ROWS(0, 0);
+/* One micro-kernel per instruction set: the four (A unsigned?, A plain?) cases with constants. */
+#define ONNXC_IG_MICRO(NAME, TARGET, ROWS)                                                                 \
+    static TARGET void NAME(int au, int plain, int64_t nq, int tail, const uint8_t *a, int64_t lda, int mr,  \
+                            const uint8_t *b, int32_t *c) {                                                   \
+        if (au) {                                                                                            \
+            if (plain) ROWS(1, 1);                                                                           \
+            else ROWS(1, 0);                                                                                 \
+        } else {                                                                                             \
+            if (plain) ROWS(0, 1);                                                                           \
+            else ROWS(0, 0);                                                                                 \
+        }                                                                                                    \
     }
-}
-#undef ONNXC_IG_ROWS
+#if ONNXC_IG_X86
+ONNXC_IG_MICRO(onnxc_ig_micro_avx512vnni, ONNXC_IG_T512, ONNXC_IG_ROWS)
+ONNXC_IG_MICRO(onnxc_ig_micro_avx2, ONNXC_IG_T256, ONNXC_IG_ROWS256)
+#endif
+ONNXC_IG_MICRO(onnxc_ig_micro_portable, , ONNXC_IG_ROWSPORT)
+#undef ONNXC_IG_MICRO
 
 #endif /* ONNXC_IGEMM_KERN_H */

@@ -2,7 +2,8 @@
  * tests and the benchmark, built as a shared library once per target by tests/ops/test_igemm.py and
  * benchmarks/igemm_speed.py and called through cffi (numpy holds the int64 reference).
  *
- *   check_isa()                  the micro-kernel's ISA
+ *   check_isa()                  the micro-kernel in use
+ *   check_use_isa(name)          switch to another micro-kernel (onnxc_igemm_use_isa)
  *   check_pack_a / check_pack_b  the C packers (compared byte for byte with codegen/kernels/igemm_layout.py)
  *   check_im2col                 onnxc_ig_im2col_packed
  *   check_gemm                   onnxc_igemm with each operand given as: 0 plain; 1 / 2 plain, packed here
@@ -16,6 +17,8 @@
 #define CHECK_API __attribute__((visibility("default")))
 
 CHECK_API const char *check_isa(void) { return onnxc_igemm_isa(); }
+
+CHECK_API int check_use_isa(const char *name) { return onnxc_igemm_use_isa(name); }
 
 CHECK_API void check_pack_a(const uint8_t *A, int64_t lda, int a_u8, int64_t M, int64_t K, int to_u8, uint8_t *dst) {
     onnxc_ig_pack_a(A, lda, a_u8, M, K, to_u8, dst);

@@ -1,6 +1,7 @@
-"""The exact 8-bit integer GEMM (runtime_c/onnxc_igemm.h): each micro-kernel build (-march=native, haswell,
-x86-64) against a numpy int64 reference over shapes, sign combinations, operand forms, zero points,
-epilogues and threads; the C packers against codegen/kernels/igemm_layout.py byte for byte; and im2col
+"""The exact 8-bit integer GEMM (runtime_c/onnxc_igemm.h): each micro-kernel this CPU runs (chosen at run time:
+avx512vnni, avx2, portable, switched with onnxc_igemm_use_isa as ONNXC_ISA caps it), in a -march=native and
+an old-target (x86-64) build, against a numpy int64 reference over shapes, sign combinations, operand forms,
+zero points, epilogues and threads; the C packers against codegen/kernels/igemm_layout.py byte for byte; and im2col
 against a numpy im2col. tests/ops/igemm_check.c exports the runtime functions to cffi."""
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 import math
 import platform
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -29,6 +31,7 @@ ACT = {"none": 0, "relu": 1, "clip": 2, "leakyrelu": 3, "sigmoid": 4, "tanh": 7,
 
 CDEF = """
 const char *check_isa(void);
+int check_use_isa(const char *name);
 void check_pack_a(const uint8_t *A, int64_t lda, int a_u8, int64_t M, int64_t K, int to_u8, uint8_t *dst);
 void check_pack_b(const uint8_t *B, int64_t ldb, int b_u8, int64_t K, int64_t N, int to_u8, uint8_t *dst);
 void check_im2col(int threads, const uint8_t *x, int x_u8, int32_t x_zp, int to_u8, int64_t ID, int64_t IH,
@@ -55,16 +58,25 @@ def cpu_flags() -> set[str]:
 class IGemm:
     """igemm_check.c built for one target and loaded through cffi; numpy arrays in and out."""
 
-    def __init__(self, folder: Path, flags: list[str]):
+    def __init__(self, folder: Path, flags: list[str], isa: str | None = None):
+        """``isa``: the micro-kernel to use (None: the one chosen at run time). Each (flags, isa) loads its own
+        copy of the library, so the kernel choice of one does not reach another."""
         cc = default_cc()
         so = folder / f"igemm_check{abs(hash(tuple(flags)))}.so"
-        srcs = [str(CHECK_C), *map(str, sources_for(CHECK_C.read_text()))]
-        cmd = [cc, "-std=gnu11", "-O3", *flags, *thread_flags(cc), "-shared", "-fPIC", "-I", str(runtime_dir()),
-               *srcs, "-o", str(so), "-lm"]
-        subprocess.run(cmd, check=True, capture_output=True, text=True)
+        if not so.exists():
+            srcs = [str(CHECK_C), *map(str, sources_for(CHECK_C.read_text()))]
+            cmd = [cc, "-std=gnu11", "-O3", *flags, *thread_flags(cc), "-shared", "-fPIC", "-I",
+                   str(runtime_dir()), *srcs, "-o", str(so), "-lm"]
+            subprocess.run(cmd, check=True, capture_output=True, text=True)
+        if isa is not None:
+            copy = so.with_name(f"{so.stem}-{isa}.so")
+            shutil.copyfile(so, copy)
+            so = copy
         self.ffi = cffi.FFI()
         self.ffi.cdef(CDEF)
         self.lib = self.ffi.dlopen(str(so))
+        if isa is not None and self.lib.check_use_isa(isa.encode()) != 0:
+            raise ValueError(f"this CPU does not run the {isa} micro-kernel")
         self.isa = self.ffi.string(self.lib.check_isa()).decode()
         self.flags = flags
 
@@ -127,24 +139,51 @@ def rand_bytes(rng, shape, u8: bool) -> np.ndarray:
     return rng.integers(0, 256, shape).astype(np.uint8) if u8 else rng.integers(-128, 128, shape).astype(np.int8)
 
 
+def best_isa() -> str:
+    flags = cpu_flags()
+    return "avx512vnni" if {"avx512_vnni", "avx512bw"} <= flags else "avx2" if "avx2" in flags else "portable"
+
+
+def _runs(isa: str) -> bool:
+    return {"avx512vnni": best_isa() == "avx512vnni", "avx2": X86 and "avx2" in cpu_flags()}.get(isa, True)
+
+
+# (build flags, micro-kernel): every kernel this CPU runs in the native build; the old-target build with the
+# kernel chosen at run time (the best this CPU runs, not the build's target)
 TARGETS = [
-    pytest.param(["-march=native"], id="native"),
-    pytest.param(["-march=haswell"], id="avx2",
-                 marks=pytest.mark.skipif(not (X86 and {"avx2", "fma"} <= cpu_flags()), reason="needs AVX2")),
-    pytest.param(["-march=x86-64"], id="portable", marks=pytest.mark.skipif(not X86, reason="x86-64 build")),
+    *(pytest.param((["-march=native"], isa), id=f"native-{isa}",
+                   marks=pytest.mark.skipif(not _runs(isa), reason=f"this CPU does not run {isa}"))
+      for isa in ("avx512vnni", "avx2", "portable")),
+    pytest.param((["-march=x86-64"], None), id="x86-64-dispatch",
+                 marks=pytest.mark.skipif(not X86, reason="x86-64 build")),
 ]
 
 
 @pytest.fixture(scope="module", params=TARGETS)
 def ig(request, tmp_path_factory) -> IGemm:
-    return IGemm(tmp_path_factory.mktemp("igemm"), request.param)
-
+    flags, isa = request.param
+    return IGemm(tmp_path_factory.getbasetemp(), flags, isa)
 
 
 def test_isa_of_each_build(ig):
-    flags = cpu_flags()
-    native = "avx512vnni" if {"avx512_vnni", "avx512bw"} <= flags else "avx2" if "avx2" in flags else "portable"
-    assert ig.isa == {"-march=native": native, "-march=haswell": "avx2", "-march=x86-64": "portable"}[ig.flags[0]]
+    """The kernel asked for is the one in use; an old-target build runs the best kernel of this CPU."""
+    if ig.flags == ["-march=x86-64"]:
+        assert ig.isa == best_isa()
+    assert ig.lib.check_use_isa(b"no-such-isa") == -1
+    assert ig.isa == ig.ffi.string(ig.lib.check_isa()).decode()
+
+
+def test_isa_cap_from_the_environment(tmp_path):
+    """ONNXC_ISA caps the kernel chosen on first use (a fresh process reads it)."""
+    import os
+    import sys
+
+    code = (f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); from test_igemm import IGemm; "
+            f"from pathlib import Path; print(IGemm(Path({str(tmp_path)!r}), ['-march=native']).isa)")
+    for cap, want in (("portable", "portable"), ("", best_isa()), ("avx2", "avx2" if _runs("avx2") else "portable")):
+        env = dict(os.environ, ONNXC_ISA=cap)
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+        assert out.stdout.strip() == want, (cap, out.stderr)
 
 
 # -- int32 accumulators: shapes x signs x operand forms x zero points ------------------------------------
