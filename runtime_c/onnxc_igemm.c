@@ -1,6 +1,7 @@
 /* onnxc_igemm.c: the implementation of onnxc_igemm.h (compiled once into the runtime library). */
 #include "onnxc_igemm.h"
 #include "onnxc_igemm_kern.h"
+#include "onnxc_isa.h"
 #include "onnxc_pool.h"
 #include "onnxc_quant.h"
 
@@ -18,73 +19,49 @@
 #endif
 #endif
 
-/* -- the micro-kernel of this CPU ------------------------------------------------------------------ */
+/* -- the micro-kernel of this CPU (onnxc_isa.h) ------------------------------------------------------ */
 
 typedef void (*onnxc_ig_micro_fn)(int au, int plain, int64_t nq, int tail, const uint8_t *a, int64_t lda, int mr,
                                   const uint8_t *b, int32_t *c);
 
 static const struct {
-    const char *name;
+    int level;
     onnxc_ig_micro_fn fn;
 } onnxc_ig_kernels[] = { /* best first */
-#if ONNXC_IG_X86
-    {"avx512vnni", onnxc_ig_micro_avx512vnni},
-    {"avx2", onnxc_ig_micro_avx2},
+#if ONNXC_ISA_X86
+    {ONNXC_ISA_AVX512VNNI, onnxc_ig_micro_avx512vnni},
+    {ONNXC_ISA_AVX2, onnxc_ig_micro_avx2},
 #endif
-    {"portable", onnxc_ig_micro_portable},
+    {ONNXC_ISA_PORTABLE, onnxc_ig_micro_portable},
 };
 enum { ONNXC_IG_NKERN = sizeof onnxc_ig_kernels / sizeof onnxc_ig_kernels[0] };
 
 static _Atomic int onnxc_ig_chosen = -1; /* index into onnxc_ig_kernels, chosen on first use */
 
-/* Whether this CPU runs kernel i. */
-static int onnxc_ig_runs(int i) {
-#if ONNXC_IG_X86
-    const char *n = onnxc_ig_kernels[i].name;
-    __builtin_cpu_init();
-    if (!strcmp(n, "avx512vnni"))
-        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-               __builtin_cpu_supports("avx512vnni");
-    if (!strcmp(n, "avx2")) return __builtin_cpu_supports("avx2");
-#endif
-    (void)i;
-    return 1;
-}
-
-/* The best kernel this CPU runs, at most the level named by ONNXC_ISA (avx512vnni, avx2, portable; unset,
- * empty or unknown: no cap), so tests run every path this machine can run against one reference. */
-static int onnxc_ig_pick(const char *cap) {
-    int from = 0;
-    for (int i = 0; cap && *cap && i < ONNXC_IG_NKERN; i++)
-        if (!strcmp(cap, onnxc_ig_kernels[i].name)) from = i;
-    for (int i = from; i < ONNXC_IG_NKERN; i++)
-        if (onnxc_ig_runs(i)) return i;
+/* The best kernel of at most ``level``. */
+static int onnxc_ig_pick(int level) {
+    for (int i = 0; i < ONNXC_IG_NKERN; i++)
+        if (onnxc_ig_kernels[i].level <= level) return i;
     return ONNXC_IG_NKERN - 1;
 }
 
-static onnxc_ig_micro_fn onnxc_ig_active(void) {
+static int onnxc_ig_index(void) {
     int k = atomic_load_explicit(&onnxc_ig_chosen, memory_order_relaxed);
     if (k < 0) {
-        k = onnxc_ig_pick(getenv("ONNXC_ISA"));
+        k = onnxc_ig_pick(onnxc_isa_best());
         atomic_store_explicit(&onnxc_ig_chosen, k, memory_order_relaxed);
     }
-    return onnxc_ig_kernels[k].fn;
+    return k;
 }
 
 int onnxc_igemm_use_isa(const char *name) {
-    for (int i = 0; name && i < ONNXC_IG_NKERN; i++)
-        if (!strcmp(name, onnxc_ig_kernels[i].name)) {
-            if (!onnxc_ig_runs(i)) return -1;
-            atomic_store_explicit(&onnxc_ig_chosen, i, memory_order_relaxed);
-            return 0;
-        }
-    return -1;
+    const int level = onnxc_isa_level(name);
+    if (level < 0 || level > onnxc_isa_cpu()) return -1;
+    atomic_store_explicit(&onnxc_ig_chosen, onnxc_ig_pick(level), memory_order_relaxed);
+    return 0;
 }
 
-const char *onnxc_igemm_isa(void) {
-    (void)onnxc_ig_active();
-    return onnxc_ig_kernels[atomic_load_explicit(&onnxc_ig_chosen, memory_order_relaxed)].name;
-}
+const char *onnxc_igemm_isa(void) { return onnxc_isa_name(onnxc_ig_kernels[onnxc_ig_index()].level); }
 
 #define ONNXC_IG_GA (4 * ONNXC_IG_MR) /* bytes of a packed A group */
 #define ONNXC_IG_GB (4 * ONNXC_IG_NR) /* bytes of a packed B group */
@@ -467,7 +444,7 @@ static void onnxc_ig_epilogue(const onnxc_ig_job *J, int32_t *t, int64_t i0, int
  * columns instead (B panel in L1) measured 10-30% slower where the output is large against K. */
 static void onnxc_ig_stripe(const onnxc_ig_job *J, int64_t m0, int64_t m1, int64_t n0, int64_t n1, uint8_t *bb) {
     const int64_t pa = J->KQ * ONNXC_IG_GA, pb = J->KQ * ONNXC_IG_GB; /* bytes of an A / B panel */
-    const onnxc_ig_micro_fn micro = onnxc_ig_active();
+    const onnxc_ig_micro_fn micro = onnxc_ig_kernels[onnxc_ig_index()].fn;
     int32_t t[ONNXC_IG_MR * ONNXC_IG_NR] __attribute__((aligned(64)));
     for (int64_t jc = n0; jc < n1; jc += J->nc) {
         const int64_t nc = n1 - jc < J->nc ? n1 - jc : J->nc;

@@ -163,8 +163,9 @@ ONNXC_RT_API int onnxc_igemm(int threads, int64_t M, int64_t N, int64_t K, const
  * ONNXC_ISA environment variable, read on first use). */
 ONNXC_RT_API const char *onnxc_igemm_isa(void);
 
-/* Use the micro-kernel ``name`` from now on (tests: every path against one reference); -1 when this CPU
- * cannot run it or the name is unknown. */
+/* Use the best micro-kernel of at most the level ``name`` (onnxc_isa.h: portable, avx2, avx512, avx512vnni)
+ * from now on (tests: every path against one reference); -1 when this CPU cannot run that level or the name
+ * is unknown. */
 ONNXC_RT_API int onnxc_igemm_use_isa(const char *name);
 
 #endif /* ONNXC_IGEMM_H */

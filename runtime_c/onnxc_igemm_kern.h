@@ -1,6 +1,6 @@
 /* onnxc_igemm_kern.h: the 8-bit integer GEMM micro-kernels, one per instruction set, all built into every
  * x86-64 runtime (each function carries its own target attribute) and chosen at run time by the CPU's
- * features (onnxc_igemm.c onnxc_ig_active): an artifact built for an older target still runs VNNI where
+ * features (onnxc_isa.h): an artifact built for an older target still runs VNNI where
  * the CPU has it. Included by onnxc_igemm.c only.
  *
  *   void onnxc_ig_micro_<isa>(int au, int plain, int64_t nq, int tail, const uint8_t *a, int64_t lda,
@@ -41,8 +41,9 @@ static inline int32_t onnxc_ig_ldtail(const uint8_t *p, int n) {
     return (int32_t)v;
 }
 
-#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
-#define ONNXC_IG_X86 1
+#include "onnxc_isa.h"
+
+#if ONNXC_ISA_X86
 #include <immintrin.h>
 #define ONNXC_IG_T512 __attribute__((target("avx512f,avx512bw,avx512vnni")))
 #define ONNXC_IG_T256 __attribute__((target("avx2")))
@@ -197,7 +198,7 @@ static inline __attribute__((always_inline)) void onnxc_ig_kport(const int AU, c
             else ROWS(0, 0);                                                                                 \
         }                                                                                                    \
     }
-#if ONNXC_IG_X86
+#if ONNXC_ISA_X86
 ONNXC_IG_MICRO(onnxc_ig_micro_avx512vnni, ONNXC_IG_T512, ONNXC_IG_ROWS)
 ONNXC_IG_MICRO(onnxc_ig_micro_avx2, ONNXC_IG_T256, ONNXC_IG_ROWS256)
 #endif

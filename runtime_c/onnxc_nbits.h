@@ -36,7 +36,8 @@
  * onnxc_sgemm_ex on it (ONNXC_SG_PACKED_B_HOT), the bias in its epilogue: the product runs at float GEMM
  * speed while a float copy of only one slice of B per thread exists at a time.
  *
- * ISA paths (by the compile target, like onnxc_sgemm_kern.h; onnxc_nbits_isa() names the one built):
+ * ISA paths (all built in, onnxc_nbits_kern.h; the best the CPU runs is used, capped by ONNXC_ISA: onnxc_isa.h;
+ * onnxc_nbits_isa() names it):
  *   "avx512"    16 columns per zmm, VPSRLD + VPERMPS per 16 weights, 4 rows x 2 zmm of block sums a pass
  *               (fewer rows: 2 or 4 sets of sums alternating over k, to hide the FMA latency)
  *   "avx2"      8 columns per ymm, shift + mask + convert + subtract per 8 weights, 16 columns x 2 rows
@@ -90,7 +91,11 @@ ONNXC_RT_API int onnxc_nbits_matmul(int threads, int64_t M, const float *A, int6
 ONNXC_RT_API void onnxc_nbits_ref(int64_t M, const float *A, int64_t lda, const onnxc_nb_weights *W, float *Y,
                                   int64_t ldy);
 
-/* The path the library was built with: "avx512", "avx2" or "portable". */
+/* The path in use: "avx512", "avx2" or "portable". */
 ONNXC_RT_API const char *onnxc_nbits_isa(void);
+
+/* Use the best path of at most the level ``name`` (onnxc_isa.h) from now on; -1 when this CPU cannot run
+ * that level or the name is unknown. */
+ONNXC_RT_API int onnxc_nbits_use_isa(const char *name);
 
 #endif /* ONNXC_NBITS_H */

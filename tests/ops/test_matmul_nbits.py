@@ -13,7 +13,9 @@ naive reference. Models the kernel does not take stay on the expansion / fold pa
 from __future__ import annotations
 
 import platform
+import re
 import subprocess
+from pathlib import Path
 
 import cffi
 import ml_dtypes
@@ -253,6 +255,7 @@ CHECK_C = r"""
 #include "onnxc_nbits.h"
 #define EXPORT __attribute__((visibility("default")))
 EXPORT const char *check_isa(void) { return onnxc_nbits_isa(); }
+EXPORT int check_use_isa(const char *name) { return onnxc_nbits_use_isa(name); }
 EXPORT int check_nbits(int threads, int64_t M, int64_t N, int64_t K, int64_t bs, const float *A, const uint8_t *q,
                        const float *s, const uint8_t *z, const float *zf, const float *bias, float *Y, int ref) {
     const onnxc_nb_weights w = {N, K, bs, q, s, z, zf, bias};
@@ -261,24 +264,39 @@ EXPORT int check_nbits(int threads, int64_t M, int64_t N, int64_t K, int64_t bs,
 }
 """
 CDEF = """const char *check_isa(void);
+int check_use_isa(const char *name);
 int check_nbits(int threads, int64_t M, int64_t N, int64_t K, int64_t bs, const float *A, const uint8_t *q,
                 const float *s, const uint8_t *z, const float *zf, const float *bias, float *Y, int ref);"""
 
 
+def _cpu_flags() -> set[str]:
+    try:
+        m = re.search(r"^flags\s*:(.*)$", Path("/proc/cpuinfo").read_text(), re.M)
+    except OSError:
+        return set()
+    return set(m.group(1).split()) if m else set()
+
+
 @pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="x86 targets")
-@pytest.mark.parametrize("march, isa", [("haswell", "avx2"), ("x86-64", "portable")])
-def test_runtime_isa_paths(tmp_path, march: str, isa: str):
-    """The AVX2 and portable builds (the model tests above run the native one) against numpy and the
-    naive reference: GEMV rows 1..16, prefill 17 and 40, zero points none / uint8 / float, bias, threads."""
+@pytest.mark.parametrize("isa", ["avx512", "avx2", "portable"])
+def test_runtime_isa_paths(tmp_path, isa: str):
+    """Every path this CPU runs (all are built into the runtime; chosen at run time, here with
+    onnxc_nbits_use_isa), in an old-target (x86-64) build, against numpy and the naive reference: GEMV rows
+    1..16, prefill 17 and 40, zero points none / uint8 / float, bias, threads."""
+    flags = _cpu_flags()
+    if isa == "avx512" and not {"avx512f", "avx512bw", "avx512dq", "avx512vl"} <= flags or \
+            isa == "avx2" and not {"avx2", "fma"} <= flags:
+        pytest.skip(f"this CPU does not run {isa}")
     src = tmp_path / "nbits_check.c"
     src.write_text(CHECK_C)
     so, cc = tmp_path / "nbits_check.so", default_cc()
-    cmd = [cc, "-std=gnu11", "-O2", f"-march={march}", *thread_flags(cc), "-shared", "-fPIC", "-I", str(runtime_dir()),
+    cmd = [cc, "-std=gnu11", "-O2", "-march=x86-64", *thread_flags(cc), "-shared", "-fPIC", "-I", str(runtime_dir()),
            str(src), *map(str, sources_for(CHECK_C)), "-o", str(so), "-lm"]
     subprocess.run(cmd, check=True, capture_output=True, text=True)
     ffi = cffi.FFI()
     ffi.cdef(CDEF)
     lib = ffi.dlopen(str(so))
+    assert lib.check_use_isa(isa.encode()) == 0 and lib.check_use_isa(b"no-such-isa") == -1
     assert ffi.string(lib.check_isa()).decode() == isa
 
     def ptr(a: np.ndarray | None, t: str):
