@@ -256,9 +256,9 @@ def sym(name: str) -> Dim:
 
 def floordiv(a: Dim, b: Dim) -> Dim:
     a, b = as_dim(a), as_dim(b)
+    if b == 0:
+        raise ZeroDivisionError("dimension division by zero")
     if isinstance(a, int) and isinstance(b, int):
-        if b == 0:
-            raise ZeroDivisionError("dimension division by zero")
         return a // b
     if b == 1:
         return a
@@ -346,9 +346,9 @@ def ceildiv(a: Dim, b: Dim) -> Dim:
 
 def mod(a: Dim, b: Dim) -> Dim:
     a, b = as_dim(a), as_dim(b)
+    if b == 0:
+        raise ZeroDivisionError("dimension modulo by zero")
     if isinstance(a, int) and isinstance(b, int):
-        if b == 0:
-            raise ZeroDivisionError("dimension modulo by zero")
         return a % b
     if b == 1:
         return 0

@@ -128,8 +128,6 @@ def test_typed_check_wants_types_and_non_negative_dims():
         check_model(Model(g), typed=True)
 
 
-@pytest.mark.xfail(strict=True, reason="checker does not compare an initializer's array with its declared "
-                   "type (ir/checker.py checks only that the constant exists)")
 def test_initializer_type_mismatch():
     g, *_ = _chain()
     g.add_initializer(Value("w", TensorType(F, (3,)), const=np.zeros((4,), np.int64)))
@@ -137,8 +135,6 @@ def test_initializer_type_mismatch():
         check_graph(g, typed=True)
 
 
-@pytest.mark.xfail(strict=True, reason="checker does not verify that each recorded use names a node of the "
-                   "graph reading the value there: a node dropped without detach() leaves a stale use")
 def test_stale_use_link_of_a_dropped_node():
     g, x, relu, neg = _chain()
     g.nodes.remove(neg)  # not g.remove(): r keeps the use (neg, 0)

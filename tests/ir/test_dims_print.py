@@ -80,8 +80,6 @@ def test_non_dims_and_integer_division_by_zero_are_refused():
     assert as_dim(True) == 1
 
 
-@pytest.mark.xfail(strict=True, reason="floordiv/mod of a symbolic dim by the constant 0 builds floor(N / 0) "
-                   "(rendered as a C division by zero) instead of raising like floordiv(4, 0)")
 def test_symbolic_division_by_zero_is_refused():
     with pytest.raises(ZeroDivisionError):
         floordiv(N, 0)
