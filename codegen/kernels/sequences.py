@@ -3,11 +3,13 @@
 Sequence values are immutable once built: ops that "modify" a sequence (SequenceInsert/Erase)
 return a new value holding copies, so a sequence read by several nodes stays intact. Tensors
 taken out of a value (SequenceAt, ConcatFromSequence, OptionalGetElement) are fresh allocations
-handed to the run function (``allocates=True``), which reads their run-time dims.
+handed to the run function (``allocates=True``), which reads their run-time dims. The loops of
+SplitToSequence and ConcatFromSequence are in templates/sequences_*.c.j2.
 """
 
 from __future__ import annotations
 
+from ..templating import render
 from .base import KernelCtx, Operand, kernel
 from .control_flow import HEADER, describe
 from .typesets import STORABLE, STRING
@@ -116,105 +118,31 @@ def sequence_length(ctx: KernelCtx) -> str:
 
 @kernel("SplitToSequence", allocates=True, types=ITEM_TYPES)
 def split_to_sequence(ctx: KernelCtx) -> str:
-    L = _prelude(ctx)
+    ctx.helper("onnxc_value", HEADER)
     x = ctx.ins[0]
     split = ctx.ins[1] if len(ctx.ins) > 1 else None
-    r = x.rank
-    axis = ctx.attr("axis", 0) % r
+    axis = ctx.attr("axis", 0) % x.rank
     keep = bool(ctx.attr("keepdims", 1)) or split is not None
-    outer = " * ".join(["(int64_t)1"] + [f"({d})" for d in x.dims[:axis]])
-    inner = " * ".join(["(int64_t)1"] + [f"({d})" for d in x.dims[axis + 1:]])
-    L += [f"const int64_t len_ = {x.dims[axis]}, outer_ = {outer}, inner_ = {inner};",
-          f"const size_t es_ = sizeof({x.ctype});",
-          f"onnxc_value *s = onnxc_value_new(ONNXC_SEQUENCE, {int(x.dtype)});", f"if (!s) {OOM}",
-          "int64_t nparts_, chunk_ = 1;"]
-    if split is None:
-        L.append("nparts_ = len_;")
-    elif split.rank == 0:
-        L += [f"chunk_ = (int64_t){split.ptr}[0];",
-              "if (chunk_ <= 0) { onnxc_value_free(s); return onnxc_fail(rt, ONNXC_ERR_RUNTIME, "
-              "\"%s: split size %lld must be positive\", NODE_, (long long)chunk_); }",
-              "nparts_ = (len_ + chunk_ - 1) / chunk_;"]
-    else:
-        L += [f"nparts_ = {split.dims[0]};",
-              "{ int64_t tot_ = 0; for (int64_t p = 0; p < nparts_; p++) { if (" + split.ptr + "[p] < 0) tot_ = -1 - len_;"
-              f" else tot_ += {split.ptr}[p]; }}",
-              "  if (tot_ != len_) { onnxc_value_free(s); return onnxc_fail(rt, ONNXC_ERR_RUNTIME, \"%s: split "
-              "sizes do not add up to the axis length %lld\", NODE_, (long long)len_); } }"]
+    part_dims = [("n_" if a == axis else d) for a, d in enumerate(x.dims) if a != axis or keep]
     size = f"{split.ptr}[p]" if split is not None and split.rank == 1 else "(chunk_ < len_ - start_ ? chunk_ : len_ - start_)"
-    L += ["int64_t start_ = 0;",
-          "for (int64_t p = 0; p < nparts_; p++) {",
-          f"    int64_t n_ = {size};",
-          f"    onnxc_value *it = onnxc_value_new(ONNXC_TENSOR, {int(x.dtype)});",
-          "    if (!it) { onnxc_value_free(s); " + OOM + " }",
-          f"    it->t.dtype = {int(x.dtype)};"]
-    k = 0
-    for a in range(r):
-        if a == axis:
-            if keep:
-                L.append(f"    it->t.dims[{k}] = n_;")
-                k += 1
-            continue
-        L.append(f"    it->t.dims[{k}] = {x.dims[a]};")
-        k += 1
-    L += [f"    it->t.rank = {k};",
-          "    it->t.data = onnxc_alloc((size_t)(outer_ * n_ * inner_) * es_);",
-          "    if (!it->t.data || onnxc_seq_insert(s, s->n, it)) { onnxc_value_free(it); onnxc_value_free(s); "
-          + OOM + " }",
-          "    for (int64_t o = 0; o < outer_; o++)",
-          f"        memcpy((char *)it->t.data + (size_t)(o * n_ * inner_) * es_, (const char *){x.ptr} + "
-          "(size_t)((o * len_ + start_) * inner_) * es_, (size_t)(n_ * inner_) * es_);",
-          "    start_ += n_;",
-          "}",
-          "*out0 = onnxc_value_desc(s);", "return 0;"]
-    return "\n".join(L)
+    return render("sequences_split.c.j2", who=ctx.who, oom=OOM, len=x.dims[axis], ct=x.ctype, dtype=int(x.dtype),
+                  outer=" * ".join(["(int64_t)1"] + [f"({d})" for d in x.dims[:axis]]),
+                  inner=" * ".join(["(int64_t)1"] + [f"({d})" for d in x.dims[axis + 1:]]),
+                  split=split.ptr if split is not None else None, split_scalar=split is not None and split.rank == 0,
+                  nparts=split.dims[0] if split is not None and split.rank == 1 else "", size=size,
+                  part_dims=part_dims, x=x.ptr)
 
 
 @kernel("ConcatFromSequence", allocates=True, types=ITEM_TYPES)
 def concat_from_sequence(ctx: KernelCtx) -> str:
-    L = _prelude(ctx)
+    ctx.helper("onnxc_value", HEADER)
     y = ctx.outs[0]
     r = y.rank
     new_axis = bool(ctx.attr("new_axis", 0))
     axis = ctx.attr("axis") % r
-    er = r - 1 if new_axis else r
-    L += ["if (in0->n == 0) return onnxc_fail(rt, ONNXC_ERR_RUNTIME, \"%s: the sequence is empty\", NODE_);",
-          "const onnxc_tensor *f_ = &in0->items[0]->t;",
-          f"const size_t es_ = sizeof({y.ctype});",
-          "int64_t tot_ = 0;",
-          "for (int64_t i = 0; i < in0->n; i++) {",
-          "    const onnxc_tensor *t = &in0->items[i]->t;",
-          f"    if (in0->items[i]->kind != ONNXC_TENSOR || t->dtype != {int(y.dtype)} || t->rank != {er}) "
-          "return onnxc_fail(rt, ONNXC_ERR_RUNTIME, \"%s: element %lld is not a rank-" + str(er) + " tensor of the "
-          "sequence's type\", NODE_, (long long)i);",
-          f"    for (int a = 0; a < {er}; a++) if (a != {axis if not new_axis else -1} && t->dims[a] != f_->dims[a]) "
-          "return onnxc_fail(rt, ONNXC_ERR_RUNTIME, \"%s: element %lld has dim %lld on axis %d, element 0 has "
-          "%lld\", NODE_, (long long)i, (long long)t->dims[a], a, (long long)f_->dims[a]);",
-          f"    tot_ += {'1' if new_axis else f't->dims[{axis}]'};",
-          "}",
-          f"out0->rank = {r}; out0->dtype = {int(y.dtype)};"]
-    if new_axis:
-        L += [f"for (int a = 0, k = 0; a < {r}; a++) out0->dims[a] = a == {axis} ? tot_ : f_->dims[k++];",
-              "int64_t outer_ = 1, inner_ = 1;",
-              f"for (int a = 0; a < {axis}; a++) outer_ *= f_->dims[a];",
-              f"for (int a = {axis}; a < {er}; a++) inner_ *= f_->dims[a];"]
-    else:
-        L += [f"for (int a = 0; a < {r}; a++) out0->dims[a] = a == {axis} ? tot_ : f_->dims[a];",
-              "int64_t outer_ = 1, inner_ = 1;",
-              f"for (int a = 0; a < {axis}; a++) outer_ *= f_->dims[a];",
-              f"for (int a = {axis} + 1; a < {er}; a++) inner_ *= f_->dims[a];"]
-    L += ["out0->data = onnxc_alloc(onnxc_tensor_nbytes(out0));", f"if (!out0->data) {OOM}",
-          "int64_t at_ = 0;",
-          "for (int64_t i = 0; i < in0->n; i++) {",
-          "    const onnxc_tensor *t = &in0->items[i]->t;",
-          f"    int64_t n_ = {'1' if new_axis else f't->dims[{axis}]'};",
-          "    for (int64_t o = 0; o < outer_; o++)",
-          "        memcpy((char *)out0->data + (size_t)((o * tot_ + at_) * inner_) * es_, (const char *)t->data + "
-          "(size_t)(o * n_ * inner_) * es_, (size_t)(n_ * inner_) * es_);",
-          "    at_ += n_;",
-          "}",
-          "return 0;"]
-    return "\n".join(L)
+    return render("sequences_concat.c.j2", who=ctx.who, oom=OOM, ct=y.ctype, dtype=int(y.dtype), r=r, axis=axis,
+                  er=r - 1 if new_axis else r, new_axis=new_axis, free_axis=axis if not new_axis else -1,
+                  count="1" if new_axis else f"t->dims[{axis}]", inner_from=axis if new_axis else f"{axis} + 1")
 
 
 @kernel("Optional", allocates=True, types=ITEM_TYPES, typed="out0")

@@ -3,7 +3,8 @@ passes/shapes/signal.py.
 
 DFT and STFT gather each signal line into a complex buffer, transform it with the mixed-radix FFT of
 runtime_c/onnxc_signal.h (Bluestein's algorithm for lengths with a large prime factor) and scatter
-the result; lines run on the runtime's pool (codegen/kernels/parfor.py). The transform runs in the precision the reference (numpy) uses:
+the result; lines run on the runtime's pool (codegen/kernels/parcall.py). The C is in
+templates/signal_*.c.j2. The transform runs in the precision the reference (numpy) uses:
 double for double signals and for real signals of any type (numpy promotes those), float for complex
 float and half signals (numpy's single-precision complex transform) — so results agree with the
 reference to rounding, even where an exact zero comes out as a float rounding residue. An IRFFT
@@ -23,10 +24,11 @@ from __future__ import annotations
 from onnxc.ir import DType
 from onnxc.passes.shapes.signal import MEL_TYPES, dft_axis
 
+from ..templating import render
 from . import dynshape as ds
 from . import half
 from .base import KernelCtx, kernel
-from .parfor import par_for
+from .parcall import par_call
 from .typesets import ALL_FLOATS
 
 HEADER = '#include "onnxc_signal.h"'
@@ -55,29 +57,6 @@ def _ct(dt: DType, cin: str) -> tuple[str, str]:
     """(C compute type, FFT suffix) for signals of element type ``dt`` with ``cin`` (C literal) values
     per element: 1 real, 2 complex."""
     return ("double", "d") if dt == DType.DOUBLE or cin == "1" else ("float", "s")
-
-
-def _plan(ctx: KernelCtx, sfx: str, n: str) -> list[str]:
-    return [f"onnxc_fft_{sfx} plan;",
-            f"if (onnxc_fft_init_{sfx}(&plan, {n})) return onnxc_fail(rt, ONNXC_ERR_MEMORY, \"%s: out of memory\", "
-            f"{ds.who(ctx)});"]
-
-
-def _lines_loop(ctx: KernelCtx, ct: str, sfx: str, n: str, lines: str, work: str, body: list[str],
-                captures: list[tuple[str, str]]) -> list[str]:
-    """A loop over ``lines`` (variable ``l``) on the runtime's pool, with a compute-type buffer ``z`` of
-    ``2 * n`` plus the plan's scratch per thread (``slot_``) and ``pl`` pointing at the plan; ``plan``
-    must be initialized. ``captures`` are the (C type, name) locals ``body`` reads."""
-    zn = f"(2 * ({n}) + onnxc_fft_scratch_{sfx}(&plan))"
-    out = [f"const onnxc_fft_{sfx} *pl = &plan;",
-           f"const int64_t zn = {zn};",
-           f"{ct} *zall = onnxc_alloc((size_t)((rt->threads > 1 ? rt->threads : 1) * zn) * sizeof({ct}));",
-           f"if (!zall) {{ onnxc_fft_free_{sfx}(&plan); "
-           f"return onnxc_fail(rt, ONNXC_ERR_MEMORY, \"%s: out of memory\", {ds.who(ctx)}); }}"]
-    loop = ["    " + b for b in [f"{ct} *restrict z = zall + slot_ * zn;", *body]]
-    out += par_for(ctx, "l", lines, loop, work=work,
-                   captures=[*captures, (f"const onnxc_fft_{sfx} *", "pl"), ("int64_t", "zn"), (f"{ct} *", "zall")])
-    return out + ["free(zall);", f"onnxc_fft_free_{sfx}(&plan);", "return 0;"]
 
 
 # -- DFT ------------------------------------------------------------------------------------------
@@ -119,7 +98,6 @@ def _dft_shape(ctx: KernelCtx) -> str:
 def dft(ctx: KernelCtx) -> str:
     x, y = ctx.ins[0], ctx.outs[0]
     dt = x.dtype
-    r = x.rank
     inverse, onesided = bool(ctx.attr("inverse", 0)), bool(ctx.attr("onesided", 0))
     irfft = inverse and onesided
     cin, cout = x.dims[-1], y.dims[-1]
@@ -127,36 +105,15 @@ def dft(ctx: KernelCtx) -> str:
     ctx.helper("onnxc_signal", HEADER)
     if dt in half.HALF:
         half.use(ctx)
-    lines = [*_dft_setup(ctx), *_check_out(ctx, _dft_out_dims(ctx)),
-             "int64_t outer = 1, inner = 1;",
-             "for (int64_t k = 0; k < ax; k++) outer *= xd[k];",
-             f"for (int64_t k = ax + 1; k < {r - 1}; k++) inner *= xd[k];",
-             "const int64_t lin = xd[ax];",
-             f"const int64_t use = lin < {'n / 2 + 1' if irfft else 'n'} ? lin : {'n / 2 + 1' if irfft else 'n'};",
-             *_plan(ctx, sfx, "n"),
-             f"const {ct} scale = ({ct})({'1.0 / (double)n' if inverse else '1.0'});",
-             "(void)scale;"]
-    load = lambda e: half.load(dt, e)  # noqa: E731
-    store = lambda e: half.store(dt, e)  # noqa: E731
-    body = ["const int64_t o = l / inner, i = l % inner;",
-            f"const {dt.c} *src = in0 + (o * lin * inner + i) * {cin};",
-            f"{dt.c} *dst = out0 + (o * lout * inner + i) * {cout};",
-            "for (int64_t k = 0; k < use; k++) {",
-            f"    z[2 * k] = {load(f'src[k * inner * {cin}]')};",
-            f"    z[2 * k + 1] = {load(f'src[k * inner * {cin} + 1]') if cin == '2' else '0'};",
-            "}",
-            "for (int64_t k = use; k < n; k++) z[2 * k] = z[2 * k + 1] = 0;"]
-    if irfft:  # the other half of the spectrum by conjugate symmetry
-        body.append("for (int64_t k = n / 2 + 1; k < n; k++) { z[2 * k] = z[2 * (n - k)]; "
-                    "z[2 * k + 1] = -z[2 * (n - k) + 1]; }")
-    body += [f"onnxc_fft_run_{sfx}(pl, z, {int(inverse)}, z + 2 * n);",
-             "for (int64_t k = 0; k < lout; k++) {",
-             f"    dst[k * inner * {cout}] = {store('z[2 * k] * scale')};"]
-    if cout == "2":
-        body.append(f"    dst[k * inner * 2 + 1] = {store('z[2 * k + 1] * scale')};")
-    body.append("}")
-    mine = [("int64_t", v) for v in ("inner", "lin", "lout", "use", "n")] + [(ct, "scale")]
-    return "\n".join(lines + _lines_loop(ctx, ct, sfx, "n", "outer * inner", "outer * inner * n", body, mine))
+    setup = "\n".join([*_dft_setup(ctx), *_check_out(ctx, _dft_out_dims(ctx))])
+    caps = [("int64_t", v) for v in ("inner", "lin", "lout", "use", "n")] + [(ct, "scale")]
+    return render("signal_dft.c.j2", setup=setup, r=x.rank, nuse="n / 2 + 1" if irfft else "n", ct=ct, sfx=sfx,
+                  who=ds.who(ctx), scale="1.0 / (double)n" if inverse else "1.0", T=dt.c, cin=cin, cout=cout,
+                  load_re=half.load(dt, f"src[k * inner * {cin}]"),
+                  load_im=half.load(dt, f"src[k * inner * {cin} + 1]") if cin == "2" else "0",
+                  irfft=irfft, inverse=int(inverse), store_re=half.store(dt, "z[2 * k] * scale"),
+                  store_im=half.store(dt, "z[2 * k + 1] * scale") if cout == "2" else "",
+                  caps=caps, par=par_call(ctx))
 
 
 # -- STFT -----------------------------------------------------------------------------------------
@@ -195,7 +152,6 @@ def stft(ctx: KernelCtx) -> str:
     ctx.helper("onnxc_signal", HEADER)
     if dt in half.HALF:
         half.use(ctx)
-    lines = [*_stft_setup(ctx), *_check_out(ctx, ["B", "frames", "bins", "2"]), *_plan(ctx, sfx, "fl")]
 
     def weighted(e: str) -> str:
         """Signal element ``e`` times the window, rounded to the signal's type as in the reference."""
@@ -204,22 +160,12 @@ def stft(ctx: KernelCtx) -> str:
         v = f"{half.load(dt, e)} * {half.load(dt, 'in2[k]')}"
         return half.load(dt, half.store(dt, v)) if dt in half.HALF else v
 
-    im = weighted(f"src[k * {cin} + 1]") if cin == "2" else "0"
-    store = lambda e: half.store(dt, e)  # noqa: E731
-    body = ["const int64_t b = l / frames, f = l % frames;",
-            f"const {dt.c} *src = in0 + (b * L + f * step) * {cin};",
-            f"{dt.c} *dst = out0 + l * bins * 2;",
-            "for (int64_t k = 0; k < fl; k++) {",
-            f"    z[2 * k] = {weighted(f'src[k * {cin}]')};",
-            f"    z[2 * k + 1] = {im};",
-            "}",
-            f"onnxc_fft_run_{sfx}(pl, z, 0, z + 2 * fl);",
-            "for (int64_t k = 0; k < bins; k++) {",
-            f"    dst[2 * k] = {store('z[2 * k]')};",
-            f"    dst[2 * k + 1] = {store('z[2 * k + 1]')};",
-            "}"]
-    mine = [("int64_t", v) for v in ("L", "step", "fl", "frames", "bins")]
-    return "\n".join(lines + _lines_loop(ctx, ct, sfx, "fl", "B * frames", "B * frames * fl", body, mine))
+    setup = "\n".join([*_stft_setup(ctx), *_check_out(ctx, ["B", "frames", "bins", "2"])])
+    caps = [("int64_t", v) for v in ("L", "step", "fl", "frames", "bins")]
+    return render("signal_stft.c.j2", setup=setup, ct=ct, sfx=sfx, who=ds.who(ctx), T=dt.c, cin=cin,
+                  load_re=weighted(f"src[k * {cin}]"), load_im=weighted(f"src[k * {cin} + 1]") if cin == "2" else "0",
+                  store_re=half.store(dt, "z[2 * k]"), store_im=half.store(dt, "z[2 * k + 1]"), caps=caps,
+                  par=par_call(ctx))
 
 
 # -- MelWeightMatrix ------------------------------------------------------------------------------
@@ -263,22 +209,8 @@ def mel_weight_matrix(ctx: KernelCtx) -> str:
         ratio = _round_to(et, f"(double){half.load(et, edge)} / {_round_to(et, '700.0')}")
         return _round_to(et, f"{_round_to(et, '2595.0')} * " + _round_to(et, f"log1p({ratio})")) + " / log(10.0)"
 
-    return "\n".join([
-        *_mel_setup(ctx), *_check_out(ctx, ["bins", "nmel"]),
-        f"const double lo = {mel('in3[0]')}, hi = {mel('in4[0]')};",
-        "const double step = (hi - lo) / (double)(nmel + 2);",
-        "int64_t *pt = onnxc_alloc((size_t)(nmel + 2) * sizeof(int64_t));",
-        f"if (!pt) return onnxc_fail(rt, ONNXC_ERR_MEMORY, \"%s: out of memory\", {ds.who(ctx)});",
-        "for (int64_t i = 0; i < nmel + 2; i++) pt[i] = onnxc_mel_corner(i, lo, step, dft, rate);",
-        "int ok = 1;",
-        "for (int64_t i = 0; i < nmel + 2; i++) ok &= pt[i] >= 0 && (i == nmel + 1 ? pt[i] <= bins : pt[i] < bins);",
-        f"if (nmel && !ok) {{ free(pt); {_fail(ctx, 'the mel bands fall outside the %lld spectrogram bins', 'bins')} }}",
-        f"for (int64_t j = 0; j < bins * nmel; j++) out0[j] = {put('0.0')};",
-        "for (int64_t i = 0; i < nmel; i++) {",
-        "    const int64_t a = pt[i], c = pt[i + 1], e = pt[i + 2];",
-        f"    if (c == a) out0[c * nmel + i] = {put('1.0')};",
-        f"    else for (int64_t j = a; j <= c; j++) out0[j * nmel + i] = {put('(double)(j - a) / (double)(c - a)')};",
-        f"    if (e > c) for (int64_t j = c; j < e; j++) out0[j * nmel + i] = {put('(double)(e - j) / (double)(e - c)')};",
-        "}",
-        "free(pt);",
-        "return 0;"])
+    return render("signal_mel.c.j2", setup="\n".join([*_mel_setup(ctx), *_check_out(ctx, ["bins", "nmel"])]),
+                  mel_lo=mel("in3[0]"), mel_hi=mel("in4[0]"), who=ds.who(ctx),
+                  fail_bins=_fail(ctx, "the mel bands fall outside the %lld spectrogram bins", "bins"),
+                  zero=put("0.0"), one=put("1.0"), rise=put("(double)(j - a) / (double)(c - a)"),
+                  fall=put("(double)(e - j) / (double)(e - c)"))
