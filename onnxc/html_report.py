@@ -26,7 +26,15 @@ from onnxc.codegen.lower import Buffer, Program
 from onnxc.codegen.memory_plan import Slot, first_fit
 from onnxc.ir import Dim, Model, Node
 from onnxc.ir.dims import evaluate, free_symbols
-from onnxc.passes.fuse_epilogues import ACT_ATTR, BIAS_ATTR, PARAMS_ATTR, RESIDUAL_ATTR
+from onnxc.passes.shapes.epilogue_spec import (
+    ACT_ATTR,
+    BIAS_ATTR,
+    DW_ACT_ATTR,
+    DW_PARAMS_ATTR,
+    DWPW_OP,
+    PARAMS_ATTR,
+    RESIDUAL_ATTR,
+)
 from onnxc.passes.shapes.fused import Op, walk
 from onnxc.profile import Profile
 
@@ -49,7 +57,7 @@ def _epilogue(node: Node) -> list[str]:
     """The ops folded into a product's output tiles (passes/fuse_epilogues.py), in the order applied."""
     parts = []
     if node.attr(BIAS_ATTR):
-        parts.append("+ bias (onnxc_bias)")
+        parts.append(f"+ bias ({BIAS_ATTR})")
     if node.attr(RESIDUAL_ATTR):
         parts.append("+ residual (Add)")
     act = _act(node, ACT_ATTR, PARAMS_ATTR)
@@ -68,10 +76,10 @@ def fusion(node: Node) -> tuple[str, list[str]] | None:
         text = repr(expr)
         return "chain", [f"{len(ops)} elementwise ops in one loop: {counts}",
                          "expression (%k = input k): " + (text if len(text) <= 1500 else text[:1497] + "...")]
-    if node.domain == "onnxc" and op == "DepthwisePointwise":
+    if node.domain == "onnxc" and op == DWPW_OP:
         ks = "x".join(str(k) for k in node.attr("kernel_shape", []))
         dw = f"depthwise Conv {ks}, strides {node.attr('strides')}, pads {node.attr('pads')}"
-        act = _act(node, "onnxc_dw_activation", "onnxc_dw_activation_params")
+        act = _act(node, DW_ACT_ATTR, DW_PARAMS_ATTR)
         pw = ["pointwise 1x1 Conv"] + _epilogue(node)
         return "dwpw", [dw + (f", activation {act}" if act else ""), "then " + ", ".join(pw),
                         "the depthwise output stays in a per-thread band buffer (never written to memory)"]

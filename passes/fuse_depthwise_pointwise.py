@@ -21,8 +21,9 @@ Matched (after fuse_epilogues, whose requests both convs may carry):
   112x112 0.58x, 56x56 0.74-0.88x, 28x28 and 14x14 0.9-1.0x, 7x7 1.05-1.09x.
 
 The node: inputs ``(x, w_dw, b_dw, w_pw, b_pw, R)`` (absent ones empty); D's geometry as
-``kernel_shape``, ``strides``, ``pads``, ``dilations``; D's activation as ``onnxc_dw_activation`` /
-``onnxc_dw_activation_params``; P's epilogue attributes unchanged (the residual is input 5).
+``kernel_shape``, ``strides``, ``pads``, ``dilations``; D's activation under ``DW_ACT_ATTR`` /
+``DW_PARAMS_ATTR`` and P's epilogue request under the usual names (passes/shapes/epilogue_spec.py; the
+residual is input 5).
 
 ``ONNXC_DWPW=0`` at compile time leaves every pair apart (a debug knob for A/B measurements; the model
 cache keys on it, codegen/model_cache.py CODEGEN_ENV).
@@ -37,10 +38,18 @@ from onnxc.ir import DType, Graph, Model, Node, TensorType, Value
 from onnxc.ir.graph import Attr
 
 from .base import PassResult, in_subgraphs
-from .fuse_epilogues import ACT_ATTR, PARAMS_ATTR, RESIDUAL_ATTR
+from .shapes.epilogue_spec import (
+    DW_ACT,
+    DWPW_DOMAIN,
+    DWPW_OP,
+    RESIDUAL_INPUT,
+    EpilogueRequest,
+    activation_attrs,
+    parse_epilogue,
+    request_attrs,
+)
 
-DOMAIN, OP = "onnxc", "DepthwisePointwise"
-DW_ACT_ATTR, DW_PARAMS_ATTR = "onnxc_dw_activation", "onnxc_dw_activation_params"
+DOMAIN, OP = DWPW_DOMAIN, DWPW_OP
 MAX_TAPS = 49  # largest depthwise kernel (7x7)
 MIN_ELEMENTS = 1 << 15  # depthwise output elements per image below which the pair stays apart
 MIN_POSITIONS = 196  # ... and output positions (MobileNetV2 at 7x7: one band per image, 1.05-1.09x apart)
@@ -76,7 +85,7 @@ def _depthwise(d: Node) -> bool:
         return False
     if d.input(2) is not None and not _f32_const(d.input(2)):
         return False
-    if int(d.attr(RESIDUAL_ATTR, 0) or 0) or len(d.inputs) > 3 or d.attr("auto_pad", "NOTSET") not in ("NOTSET", b"NOTSET"):
+    if parse_epilogue(d).residual is not None or len(d.inputs) > 3 or d.attr("auto_pad", "NOTSET") not in ("NOTSET", b"NOTSET"):
         return False
     xs, ys = x.shape, y.shape
     if xs is None or len(xs) != 4 or xs[1] != ws[0] or ys is None or len(ys) != 4:
@@ -112,6 +121,27 @@ def match(p: Node, public: set[int]) -> Node | None:
     return d
 
 
+def _fused(d: Node, p: Node) -> Node:
+    """The DepthwisePointwise node computing ``p(d(x))`` (inputs and attributes: see the module doc)."""
+    kh, kw = d.input(1).shape[2:]
+    pw = parse_epilogue(p)
+    attrs = {
+        "kernel_shape": Attr("kernel_shape", "INTS", [int(kh), int(kw)]),
+        "strides": Attr("strides", "INTS", _ints(d, "strides", [1, 1])),
+        "pads": Attr("pads", "INTS", _ints(d, "pads", [0, 0, 0, 0])),
+        "dilations": Attr("dilations", "INTS", _ints(d, "dilations", [1, 1])),
+    }
+    attrs |= activation_attrs(parse_epilogue(d).activation, DW_ACT)
+    ins = [d.input(0), d.input(1), d.input(2), p.input(1), p.input(2)]
+    if pw.residual is not None:
+        ins += [None] * (RESIDUAL_INPUT[OP] - len(ins)) + [p.input(pw.residual)]
+        pw = EpilogueRequest(pw.activation, RESIDUAL_INPUT[OP])
+    attrs |= request_attrs(pw)
+    while ins and ins[-1] is None:
+        ins.pop()
+    return Node(OP, ins, [], attrs, domain=DOMAIN, name=(p.name or p.outputs[0].name) + "_dwpw")
+
+
 def fuse_graph(g: Graph) -> bool:
     changed = in_subgraphs(g, fuse_graph)
     public = {v.id for v in g.outputs}
@@ -121,26 +151,8 @@ def fuse_graph(g: Graph) -> bool:
         d = match(p, public)
         if d is None:
             continue
-        kh, kw = d.input(1).shape[2:]
-        attrs = {
-            "kernel_shape": Attr("kernel_shape", "INTS", [int(kh), int(kw)]),
-            "strides": Attr("strides", "INTS", _ints(d, "strides", [1, 1])),
-            "pads": Attr("pads", "INTS", _ints(d, "pads", [0, 0, 0, 0])),
-            "dilations": Attr("dilations", "INTS", _ints(d, "dilations", [1, 1])),
-        }
-        if d.has_attr(ACT_ATTR):
-            attrs[DW_ACT_ATTR] = Attr(DW_ACT_ATTR, "STRING", d.attr(ACT_ATTR))
-            if d.has_attr(PARAMS_ATTR):
-                attrs[DW_PARAMS_ATTR] = Attr(DW_PARAMS_ATTR, "FLOATS", list(d.attr(PARAMS_ATTR)))
-        for name in (ACT_ATTR, PARAMS_ATTR, RESIDUAL_ATTR):
-            if p.has_attr(name):
-                attrs[name] = p.attrs[name]
-        res = p.input(3) if int(p.attr(RESIDUAL_ATTR, 0) or 0) else None
-        ins = [d.input(0), d.input(1), d.input(2), p.input(1), p.input(2), res]
-        while ins and ins[-1] is None:
-            ins.pop()
         out = p.outputs[0]
-        fused = Node(OP, ins, [], attrs, domain=DOMAIN, name=(p.name or out.name) + "_dwpw")
+        fused = _fused(d, p)
         g.insert_before(p, fused)
         g.remove(p)
         g.remove(d)

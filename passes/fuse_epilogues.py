@@ -1,8 +1,8 @@
 """Fold the bias add, residual add and activation after a Conv, Gemm or MatMul into the product.
 
 The float32 Conv, Gemm and MatMul kernels apply an epilogue to each output tile while it is in cache
-(codegen/kernels/epilogue.py: ``onnxc_activation``, ``onnxc_activation_params``, ``onnxc_residual``
-and one more input R); the GEMV path (codegen/kernels/gemv.py, :func:`gemv_dims`) does the same per
+(the request's attributes and input slots: passes/shapes/epilogue_spec.py; served by
+codegen/kernels/epilogue.py); the GEMV path (codegen/kernels/gemv.py, :func:`gemv_dims`) does the same per
 panel. This pass turns the ops after a product into those requests, so the output is written once
 instead of being re-read by one more kernel per op. Rewrites, repeated along the chain while they
 apply (``P`` is the product, ``t`` its output):
@@ -13,11 +13,11 @@ apply (``P`` is the product, ``t`` its output):
   ``[M, N]`` output of a Gemm (opset >= 11, where C is optional) becomes its C with ``beta = 1``; a
   MatMul of a 2-D A and a 2-D B becomes that Gemm; a float32 constant of shape ``[N]`` or
   ``[1, ..., 1, N]`` after a MatMul of an A of rank >= 3 (3-D activations of transformers, symbolic
-  batch and sequence dims allowed) and a 2-D B becomes its ``onnxc_bias`` input (input 3, after the
-  residual slot; codegen/kernels/epilogue.py). Only before any other epilogue;
+  batch and sequence dims allowed) and a 2-D B becomes its bias input (``BIAS_ATTR``, input 3, after the
+  residual slot). Only before any other epilogue;
 - ``Add(t, R)`` (either order) with R of exactly t's type (no broadcasting): R becomes the residual
   input (Conv and Gemm: input 3, MatMul: input 2), added before the activation;
-- ``Relu | Tanh | Sigmoid | HardSwish | Mish(t)`` -> ``onnxc_activation=<op>``; ``LeakyRelu(alpha)``,
+- ``Relu | Tanh | Sigmoid | HardSwish | Mish(t)`` -> the activation ``<op>``; ``LeakyRelu(alpha)``,
   ``HardSigmoid(alpha, beta)``, ``Swish(alpha)`` -> the same with their parameters; ``Gelu`` ->
   ``Gelu`` or ``Gelu:tanh`` (``approximate``); ``Clip`` with constant (or absent) bounds -> ``Clip``
   with ``[min, max]``. The activation ends the chain. Gated activations spelled out op by op
@@ -43,13 +43,21 @@ from onnxc.ir import DType, Graph, Model, Node, TensorType, Value
 from onnxc.ir.graph import Attr
 
 from .base import PassResult
+from .shapes.epilogue_spec import (
+    ACT_ATTR,
+    ACTIVATIONS,
+    BIAS_ATTR,
+    BIAS_INPUT,
+    RESIDUAL_ATTR,
+    RESIDUAL_INPUT,
+    Activation,
+    EpilogueRequest,
+    activation_attrs,
+    parse_epilogue,
+    request_attrs,
+)
 
-ACT_ATTR = "onnxc_activation"          # the names codegen/kernels/epilogue.py reads
-PARAMS_ATTR = "onnxc_activation_params"
-RESIDUAL_ATTR = "onnxc_residual"
-BIAS_ATTR = "onnxc_bias"
-RESIDUAL_INPUT = {"Conv": 3, "Gemm": 3, "MatMul": 2}  # as in codegen/kernels/epilogue.py
-BIAS_INPUT = {"MatMul": 3}
+PRODUCTS = ("Conv", "Gemm", "MatMul")  # the default-domain ops whose kernels serve an epilogue
 GEMV_MMAX = 8  # largest row count of the GEMV path (ONNXC_GV_MMAX in runtime_c/onnxc_gemv.h)
 FLT_MAX = float(np.finfo(np.float32).max)  # Clip-6's default bounds
 
@@ -99,35 +107,35 @@ def _scalar(v: Value | None) -> float | None:
     return float(np.asarray(v.const).reshape(-1)[0])
 
 
-def activation(node: Node) -> tuple[str, list[float]] | None:
-    """The epilogue (name, parameters) that computes ``node`` on float32, or None when it cannot be one."""
+def activation(node: Node) -> Activation | None:
+    """The epilogue activation that computes ``node`` on float32, or None when it cannot be one."""
     if node.domain not in ("", "ai.onnx") or len(node.outputs) != 1 or not _is_f32(node.input(0)) \
             or not _is_f32(node.outputs[0]):
         return None
     op = node.op_type
-    if op in ("Relu", "Tanh", "Sigmoid", "HardSwish", "Mish"):
-        return op, []
-    if op == "Swish":
-        return op, [float(node.attr("alpha", 1.0))]
     if op == "Gelu":
         approx = node.attr("approximate", "none")
         approx = approx.decode() if isinstance(approx, bytes) else approx
-        return {"none": ("Gelu", []), "tanh": ("Gelu:tanh", [])}.get(approx)
-    if op == "LeakyRelu":
-        return op, [float(node.attr("alpha", 0.01))]
-    if op == "HardSigmoid":
-        return op, [float(node.attr("alpha", 0.2)), float(node.attr("beta", 0.5))]
+        return {"none": Activation("Gelu"), "tanh": Activation("Gelu:tanh")}.get(approx)
     if op == "Clip":
-        if node.version < 11:  # bounds as attributes; Clip-6 defaults to the float range, Clip-1 to none
-            dflt = FLT_MAX if node.version >= 6 else math.inf
-            lo, hi = node.attr("min", -dflt), node.attr("max", dflt)
-        else:
-            try:
-                lo, hi = _scalar(node.input(1)), _scalar(node.input(2))
-            except ValueError:
-                return None
-        return op, [-math.inf if lo is None else float(lo), math.inf if hi is None else float(hi)]
+        bounds = _clip_bounds(node)
+        return None if bounds is None else Activation(op, bounds)
+    if op in ACTIVATIONS:  # an ONNX op whose attributes are the parameters, with the same defaults
+        return Activation(op, tuple(float(node.attr(name, dflt)) for name, dflt in ACTIVATIONS[op]))
     return None
+
+
+def _clip_bounds(node: Node) -> tuple[float, float] | None:
+    """Clip's (min, max), +-inf for an absent bound; None when a bound is computed at run time."""
+    if node.version < 11:  # bounds as attributes; Clip-6 defaults to the float range, Clip-1 to none
+        dflt = FLT_MAX if node.version >= 6 else math.inf
+        lo, hi = node.attr("min", -dflt), node.attr("max", dflt)
+    else:
+        try:
+            lo, hi = _scalar(node.input(1)), _scalar(node.input(2))
+        except ValueError:
+            return None
+    return -math.inf if lo is None else float(lo), math.inf if hi is None else float(hi)
 
 
 def _is_f32(v: Value | None) -> bool:
@@ -135,12 +143,15 @@ def _is_f32(v: Value | None) -> bool:
 
 
 def _has_epilogue(node: Node) -> bool:
-    return bool(node.attr(ACT_ATTR, None)) or bool(node.attr(RESIDUAL_ATTR, 0))
+    """Whether ``node`` already asks for an activation or a residual (UnsupportedOpError when its request
+    is malformed: the attributes may come from a model file)."""
+    req = parse_epilogue(node)
+    return req.activation is not None or req.residual is not None
 
 
 def is_product(node: Node) -> bool:
     """Whether ``node`` is a Conv / Gemm / MatMul whose kernel applies a requested epilogue (float32)."""
-    return (node.domain in ("", "ai.onnx") and node.op_type in RESIDUAL_INPUT and len(node.outputs) == 1
+    return (node.domain in ("", "ai.onnx") and node.op_type in PRODUCTS and len(node.outputs) == 1
             and _is_f32(node.outputs[0]) and _is_f32(node.input(0)) and _is_f32(node.input(1))
             and all(v.shape is not None for v in (node.outputs[0], node.input(0), node.input(1))))
 
@@ -194,7 +205,7 @@ def _gemm_c(node: Node, t: Value, other: Value) -> bool:
 
 
 def _matmul_bias(node: Node, t: Value, other: Value) -> np.ndarray | None:
-    """``other`` as the [N] ``onnxc_bias`` of a MatMul of A (rank >= 3; a 2-D MatMul becomes a Gemm
+    """``other`` as the [N] bias (``BIAS_ATTR``) of a MatMul of A (rank >= 3; a 2-D MatMul becomes a Gemm
     instead, from opset 11 on) and a 2-D B, when it is a constant of shape [N] or [1, ..., 1, N] (N the
     output's last dim, not broadcast from 1)."""
     if node.op_type != "MatMul" or other.const is None or node.attr(BIAS_ATTR, 0):
@@ -243,26 +254,23 @@ def _fold_add(g: Graph, node: Node, t: Value, user: Node, other: Value) -> bool:
         node.attrs["beta"] = Attr("beta", "FLOAT", 1.0)
     elif (bias := _matmul_bias(node, t, other)) is not None:
         slot, value = BIAS_INPUT["MatMul"], other if other.shape == (bias.shape[0],) else g.constant(bias)
-        node.attrs[BIAS_ATTR] = Attr(BIAS_ATTR, "INT", 1)
+        node.attrs.update(request_attrs(EpilogueRequest(bias=BIAS_INPUT["MatMul"])))
     else:
         return False
     _place_before(g, node, user, value)
     g.remove(user)
     _set_input(node, slot, value)
     if residual:
-        node.attrs[RESIDUAL_ATTR] = Attr(RESIDUAL_ATTR, "INT", 1)
+        node.attrs.update(request_attrs(EpilogueRequest(residual=slot)))
     return True
 
 
 def _fold_activation(g: Graph, node: Node, user: Node) -> bool:
-    spec = activation(user)
-    if spec is None:
+    act = activation(user)
+    if act is None:
         return False
-    name, params = spec
     g.remove(user)
-    node.attrs[ACT_ATTR] = Attr(ACT_ATTR, "STRING", name)
-    if params:
-        node.attrs[PARAMS_ATTR] = Attr(PARAMS_ATTR, "FLOATS", params)
+    node.attrs.update(activation_attrs(act))
     return True
 
 

@@ -21,7 +21,7 @@ import math
 import numpy as np
 
 from onnxc.ir import DType, Node
-from onnxc.passes.fuse_depthwise_pointwise import DOMAIN, DW_ACT_ATTR, DW_PARAMS_ATTR, OP
+from onnxc.passes.shapes.epilogue_spec import DW_ACT, DWPW_DOMAIN, DWPW_OP
 
 from ..templating import render
 from .base import KernelCtx, kernel
@@ -57,7 +57,7 @@ def band_rows(oh: int, fit: int, threads: int) -> int:
     return min(range(fit, 0, -1), key=cost)
 
 
-@kernel(OP, domain=DOMAIN, types={DType.FLOAT}, accepts=_accepts)
+@kernel(DWPW_OP, domain=DWPW_DOMAIN, types={DType.FLOAT}, accepts=_accepts)
 def depthwise_pointwise(ctx: KernelCtx) -> str:
     x, y = ctx.ins[0], ctx.outs[0]
     wdw, wpw = ctx.ins[1], ctx.ins[3]
@@ -69,7 +69,7 @@ def depthwise_pointwise(ctx: KernelCtx) -> str:
     oh, ow = (int(d) for d in y.shape[2:])
     use_gemm(ctx)
     ep = epilogue(ctx)
-    dw_act = activation(ctx, DW_ACT_ATTR, DW_PARAMS_ATTR)
+    dw_act = activation(ctx, DW_ACT)
     if ep.act or dw_act[0]:
         use_act(ctx)
     implicit = m <= IMPLICIT_MAX_M
