@@ -11,7 +11,8 @@ initialized with the reduction's identity and each input element is combined int
 
 A finalization loop applies Mean's division, L2's sqrt, the logs. Integer sums and products wrap in
 the element width (computed in unsigned arithmetic, no undefined overflow). Ops with one axis
-(ArgMax, CumSum, TopK, LpNormalization) view the tensor as [O, N, I] and render templates/reduce.c.j2.
+(ArgMax, CumSum, TopK, LpNormalization) view the tensor as [O, N, I] and render templates/reduce.c.j2;
+the nests render templates/reduce_nest.c.j2, the Reduce*/MVN kernels around them templates/reduce_ops.c.j2.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from onnxc.passes.shapes.shape_ops import RUNTIME
 from ..templating import render
 from . import half
 from .base import KernelCtx, kernel
-from .parfor import par_for
+from .parcall import par_call
 
 NUMERIC = frozenset({DType.FLOAT, DType.DOUBLE, DType.INT8, DType.UINT8, DType.INT16, DType.UINT16,
                      DType.INT32, DType.UINT32, DType.INT64, DType.UINT64})
@@ -104,47 +105,65 @@ def blocks(shape: tuple, reduced: set[int]) -> list[tuple[bool, Dim]]:
     return out or [(False, 1)]
 
 
-Body = Callable[[bool, str, str], list[str]]  # (innermost is reduced, input base, output base) -> C
+@dataclass(frozen=True)
+class RowStep:
+    """Innermost step over a kept block: ``lhs = rhs`` for each ``j`` < ``n``, vectorized."""
+
+    n: str
+    lhs: str
+    rhs: str
+    omp: None = None
+
+
+@dataclass(frozen=True)
+class SumStep:
+    """Innermost step over a reduced block: ``s`` (C type ``type``, from ``start``) gets ``update`` for each
+    ``j`` < ``n`` as an OpenMP ``omp`` reduction, then ``store = (acc_t)s``."""
+
+    n: str
+    type: str
+    start: str
+    omp: str
+    update: str
+    store: str
+    acc_t: str
+
+
+Body = Callable[[bool, str, str], RowStep | SumStep]  # (innermost is reduced, input base, output base) -> step
 
 
 PAR_MIN = 1 << 16  # elements below which a nest stays single-threaded
 
 
 def loop_nest(ctx: KernelCtx, blks: list[tuple[bool, Dim]], body: Body, work: Dim | None = None,
-              captures: Sequence[tuple[str, str]] = ()) -> list[str]:
-    """Loops over every block but the last, in memory order; ``body`` handles the innermost block
-    (extent ``e<last>``) given the linear input and output offsets of its first element.
+              captures: Sequence[tuple[str, str]] = ()) -> str:
+    """Loops over every block but the last, in memory order (templates/reduce_nest.c.j2); ``body`` gives the
+    step over the innermost block (extent ``e<last>``) from the linear input and output offsets of its
+    first element.
 
     With ``work`` (the input's element count) the outermost loop runs on the runtime's pool
     (codegen/kernels/parfor.py) when it is a kept block (its iterations write disjoint outputs, so the
     results do not depend on the thread count) and the work is large enough; ``captures`` are the
     (C type, name) locals the body reads besides the operands and the extents (scratch pointers)."""
     m = len(blks)
-    lines: list[str] = []
+    levels = []
     a_prev = b_prev = None
     for k in range(m - 1):
-        red = blks[k][0]
-        pad = "    " * k
-        lines.append(f"{pad}for (int64_t i{k} = 0; i{k} < e{k}; i{k}++) {{")
-        lines.append(f"{pad}    const int64_t a{k} = {f'a{k - 1} * e{k} + ' if a_prev else ''}i{k};")
-        a_prev = f"a{k}"
-        if not red:
-            lines.append(f"{pad}    const int64_t b{k} = {f'{b_prev} * e{k} + ' if b_prev else ''}i{k};")
-            b_prev = f"b{k}"
+        b = None
+        if not blks[k][0]:
+            b = f"{b_prev} * e{k} + i{k}" if b_prev else f"i{k}"
+        levels.append({"k": k, "a": f"{a_prev} * e{k} + i{k}" if a_prev else f"i{k}", "b": b})
+        a_prev, b_prev = f"a{k}", (f"b{k}" if b else b_prev)
     last = m - 1
     ib = f"{a_prev} * e{last}" if a_prev else "0"
     if blks[last][0]:
         ob = b_prev or "0"
     else:
         ob = f"{b_prev} * e{last}" if b_prev else "0"
-    pad = "    " * last
-    lines += [pad + ln for ln in body(blks[last][0], ib, ob)]
-    lines += ["    " * k + "}" for k in reversed(range(m - 1))]
-    if m > 1 and work is not None and not blks[0][0] and not (isinstance(work, int) and work < PAR_MIN):
-        # the outermost loop (lines[0] ... lines[-1]) on the pool
-        return par_for(ctx, "i0", "e0", lines[1:-1], work=ctx.dim(work), head=extents(ctx, blks),
-                       captures=captures, grain=PAR_MIN // 2)
-    return lines
+    parallel = m > 1 and work is not None and not blks[0][0] and not (isinstance(work, int) and work < PAR_MIN)
+    return render("reduce_nest.c.j2", levels=levels, step=body(blks[last][0], ib, ob), parallel=parallel,
+                  work=ctx.dim(work) if parallel else None, head="\n".join(extents(ctx, blks)),
+                  captures=list(captures), grain=PAR_MIN // 2, par=par_call(ctx))
 
 
 def extents(ctx: KernelCtx, blks: list[tuple[bool, Dim]]) -> list[str]:
@@ -160,18 +179,16 @@ def accumulate(blks: list[tuple[bool, Dim]], acc: str, acc_t: str, comb: Comb, i
     only_inner = reducing and [red for red, _ in blks].count(True) == 1 and blks[-1][0]
     n = f"e{len(blks) - 1}"
 
-    def body(red: bool, ib: str, ob: str) -> list[str]:
+    def body(red: bool, ib: str, ob: str) -> RowStep | SumStep:
         if not red:
             rhs = term(f"{src}[{ib} + j]", f"{ob} + j")
             if reducing:
                 rhs = comb(f"{acc}[{ob} + j]", rhs)
-            return ["#pragma omp simd", f"for (int64_t j = 0; j < {n}; j++) {acc}[{ob} + j] = {rhs};"]
+            return RowStep(n, f"{acc}[{ob} + j]", rhs)
         s_t = wrap_type(comb.dtype) if comb.dtype.is_int and comb.omp in ("+", "*") else acc_t
-        start = ident if only_inner else f"{acc}[{ob}]"
         t = term(f"{src}[{ib} + j]", ob)
         step = f"s {comb.omp}= ({s_t})({t});" if comb.omp in ("+", "*") else f"s = {comb('s', t)};"
-        return [f"{{ {s_t} s = {start};", f"#pragma omp simd reduction({comb.omp}:s)",
-                f"for (int64_t j = 0; j < {n}; j++) {step}", f"{acc}[{ob}] = ({acc_t})s; }}"]
+        return SumStep(n, s_t, ident if only_inner else f"{acc}[{ob}]", comb.omp, step, f"{acc}[{ob}]", acc_t)
 
     return body
 
@@ -180,10 +197,6 @@ def needs_init(blks: list[tuple[bool, Dim]]) -> bool:
     """Whether the accumulator must be pre-filled with the identity (some output is combined twice)."""
     reds = [red for red, _ in blks]
     return any(reds) and not (reds.count(True) == 1 and reds[-1])
-
-
-def init_loop(acc: str, nout: str, ident: str) -> list[str]:
-    return ["#pragma omp simd", f"for (int64_t i = 0; i < {nout}; i++) {acc}[i] = {ident};"]
 
 
 def unused_inputs(ctx: KernelCtx) -> list[str]:
@@ -260,60 +273,41 @@ def reduce_kernel(ctx: KernelCtx) -> str:
 
         return runtime_axes_body(ctx)
     blks = blocks(x.shape, set(axes))
-    nout = ctx.dim(_prod(y.shape))
-    work = _prod(x.shape)
-    count = ctx.dim(_prod(x.shape[a] for a in axes))
-    lines = unused_inputs(ctx) + extents(ctx, blks)
+    values = {"head": "\n".join(unused_inputs(ctx) + extents(ctx, blks)), "nout": ctx.dim(_prod(y.shape)),
+              "init": needs_init(blks), "T": dt.c}
     if op == "ReduceLogSumExp":
-        return "\n".join(lines + _logsumexp(ctx, blks, nout))
+        return _logsumexp(ctx, blks, values)
     spec = _REDUCE[op]
     comb_op = spec.comb
     if dt == DType.BOOL:
         comb_op = "||" if op == "ReduceMax" else "&&"
-    comb = Comb(comb_op, dt)
     ident = identity(comb_op, dt)
-    if needs_init(blks):
-        lines += init_loop("out0", nout, ident)
-    lines += loop_nest(ctx, blks, accumulate(blks, "out0", dt.c, comb, ident,
-                                             lambda xe, _o: _term(spec.term, xe, dt).format(x=xe)),
-                       work=work)
+    nest = loop_nest(ctx, blks, accumulate(blks, "out0", dt.c, Comb(comb_op, dt), ident,
+                                           lambda xe, _o: _term(spec.term, xe, dt).format(x=xe)),
+                     work=_prod(x.shape))
     final = spec.final if dt in FLOATS else spec.final_int
     if final:
-        expr = final.format(a="out0[i]", n=count, T=dt.c, sqrt=mfn("sqrt", dt), log=mfn("log", dt))
-        lines += ["#pragma omp simd", f"for (int64_t i = 0; i < {nout}; i++) out0[i] = ({dt.c})({expr});"]
-    lines.append("return 0;")
-    return "\n".join(lines)
+        final = final.format(a="out0[i]", n=ctx.dim(_prod(x.shape[a] for a in axes)), T=dt.c,
+                             sqrt=mfn("sqrt", dt), log=mfn("log", dt))
+    return render("reduce_ops.c.j2", kind="reduce", ident=ident, nest=nest, final=final, **values)
 
 
-def _logsumexp(ctx: KernelCtx, blks: list, nout: str) -> list[str]:
+def _logsumexp(ctx: KernelCtx, blks: list, values: dict) -> str:
     """Two passes: the largest finite element per output (the shift), then log(sum(exp(x - shift))) + shift."""
     x = ctx.ins[0]
     dt = x.dtype
     work = _prod(x.shape)
     sd = dt if dt in FLOATS else DType.DOUBLE
     st = sd.c
-    lines = []
-    mx = Comb("max", dt)
     lo = identity("max", dt)
-    if needs_init(blks):
-        lines += init_loop("out0", nout, lo)
     finite = (lambda xe, _o: f"(isinf({xe}) ? -INFINITY : {xe})") if dt in FLOATS else (lambda xe, _o: xe)
-    lines += loop_nest(ctx, blks, accumulate(blks, "out0", dt.c, mx, lo, finite), work=work)
-    lines += [f"{st} *sum = onnxc_alloc((size_t)({nout}) * sizeof({st}));",
-              "if (!sum) return onnxc_fail(rt, ONNXC_ERR_MEMORY, \"%s: out of memory\", "
-              f"{ctx.who});"]
-    if dt in FLOATS:
-        lines.append(f"for (int64_t i = 0; i < {nout}; i++) if (!isfinite(out0[i])) out0[i] = 0;")
-    add = Comb("+", sd)
-    if needs_init(blks):
-        lines += init_loop("sum", nout, "0")
+    nest_max = loop_nest(ctx, blks, accumulate(blks, "out0", dt.c, Comb("max", dt), lo, finite), work=work)
     ctx.helper("onnxc_vmath", '#include "onnxc_vmath.h"')  # exp that vectorizes
-    lines += loop_nest(ctx, blks, accumulate(blks, "sum", st, add, "0",
-                                             lambda xe, o: f"onnxc_vm_exp_{st}(({st}){xe} - ({st})out0[{o}])"),
-                       work=work, captures=[(f"{st} *", "sum")])
-    lines += [f"for (int64_t i = 0; i < {nout}; i++) out0[i] = ({dt.c})({mfn('log', sd)}(sum[i]) + ({st})out0[i]);",
-              "free(sum);", "return 0;"]
-    return lines
+    nest_sum = loop_nest(ctx, blks, accumulate(blks, "sum", st, Comb("+", sd), "0",
+                                               lambda xe, o: f"onnxc_vm_exp_{st}(({st}){xe} - ({st})out0[{o}])"),
+                         work=work, captures=[(f"{st} *", "sum")])
+    return render("reduce_ops.c.j2", kind="logsumexp", ident=lo, nest_max=nest_max, nest_sum=nest_sum, ST=st,
+                  floats=dt in FLOATS, log=mfn("log", sd), who=ctx.who, **values)
 
 
 # -- MeanVarianceNormalization --------------------------------------------------------------------
@@ -326,34 +320,25 @@ def mvn_kernel(ctx: KernelCtx) -> str:
     t = dt.c
     axes = mvn_axes(ctx.node, x.rank)
     blks = blocks(x.shape, set(axes))
-    kept = [d for i, d in enumerate(x.shape) if i not in axes]
-    nout = ctx.dim(_prod(kept))
     work = _prod(x.shape)
-    count = ctx.dim(_prod(x.shape[a] for a in axes))
     add = Comb("+", dt)
-    lines = extents(ctx, blks) + [f"{t} *m = onnxc_alloc((size_t)({nout}) * 2 * sizeof({t}));",
-                                  "if (!m) return onnxc_fail(rt, ONNXC_ERR_MEMORY, \"%s: out of memory\", "
-                                  f"{ctx.who});",
-                                  f"{t} *d = m + {nout};"]
-    if needs_init(blks):
-        lines += init_loop("m", nout, "0") + init_loop("d", nout, "0")
     mine = [(f"{t} *", "m"), (f"{t} *", "d")]
-    lines += loop_nest(ctx, blks, accumulate(blks, "m", t, add, "0", lambda xe, _o: xe), work=work, captures=mine)
-    lines.append(f"for (int64_t i = 0; i < {nout}; i++) m[i] /= ({t})({count});")
-    lines += loop_nest(ctx, blks, accumulate(blks, "d", t, add, "0",
-                                             lambda xe, o: f"({xe} - m[{o}]) * ({xe} - m[{o}])"), work=work,
-                       captures=mine)
-    eps = f"{MVN_EPSILON!r}" + ("f" if dt == DType.FLOAT else "")
-    lines.append(f"for (int64_t i = 0; i < {nout}; i++) d[i] = {mfn('sqrt', dt)}(d[i] / ({t})({count})) + {eps};")
+    last = f"e{len(blks) - 1}"
 
-    def write(red: bool, ib: str, ob: str) -> list[str]:
+    def write(red: bool, ib: str, ob: str) -> RowStep:
         o = ob if red else f"{ob} + j"
-        return ["#pragma omp simd", f"for (int64_t j = 0; j < e{len(blks) - 1}; j++) "
-                f"out0[{ib} + j] = (in0[{ib} + j] - m[{o}]) / d[{o}];"]
+        return RowStep(last, f"out0[{ib} + j]", f"(in0[{ib} + j] - m[{o}]) / d[{o}]")
 
-    lines += loop_nest(ctx, blks, write, work=work, captures=mine)
-    lines += ["free(m);", "return 0;"]
-    return "\n".join(lines)
+    return render("reduce_ops.c.j2", kind="mvn", head="\n".join(extents(ctx, blks)), T=t,
+                  nout=ctx.dim(_prod(d for i, d in enumerate(x.shape) if i not in axes)),
+                  count=ctx.dim(_prod(x.shape[a] for a in axes)), init=needs_init(blks), who=ctx.who,
+                  nest_mean=loop_nest(ctx, blks, accumulate(blks, "m", t, add, "0", lambda xe, _o: xe), work=work,
+                                      captures=mine),
+                  nest_var=loop_nest(ctx, blks, accumulate(blks, "d", t, add, "0",
+                                                           lambda xe, o: f"({xe} - m[{o}]) * ({xe} - m[{o}])"),
+                                     work=work, captures=mine),
+                  nest_write=loop_nest(ctx, blks, write, work=work, captures=mine),
+                  sqrt=mfn("sqrt", dt), eps=f"{MVN_EPSILON!r}" + ("f" if dt == DType.FLOAT else ""))
 
 
 # -- single-axis ops: [O, N, I] views -------------------------------------------------------------
@@ -394,22 +379,11 @@ def cum_kernel(ctx: KernelCtx) -> str:
     a = ctx.const_input(1)
     if a is not None:
         view = oni(ctx, x.shape, int(a.reshape(-1)[0]) % r)  # range checked by the shape rule
-        setup = f"(void)in1;\nconst int64_t O = {view['O']}, N = {view['N']}, I = {view['I']};"
-    else:  # axis known only at run time: compute the view from it
-        view = {"inner_one": False, "inner_many": False}
-        dims = ", ".join(x.dims)
-        setup = "\n".join([
-            "int64_t ax = (int64_t)in1[0];", f"if (ax < 0) ax += {r};",
-            f"if (ax < 0 || ax >= {r}) return onnxc_fail(rt, ONNXC_ERR_RUNTIME, \"%s: axis %lld is out of "
-            f"range for rank {r}\", {ctx.who}, (long long)in1[0]);",
-            f"const int64_t dims[{r}] = {{{dims}}};",
-            "int64_t O = 1, I = 1;", "const int64_t N = dims[ax];",
-            "for (int64_t k = 0; k < ax; k++) O *= dims[k];",
-            f"for (int64_t k = ax + 1; k < {r}; k++) I *= dims[k];"])
-    return render("reduce.c.j2", kind="cum", T=x.ctype, setup=setup, comb=comb,
-                  ident=identity(comb.omp, dt), exclusive=bool(ctx.attr("exclusive", 0)),
-                  reverse=bool(ctx.attr("reverse", 0)), inner_one=view["inner_one"],
-                  inner_many=view["inner_many"])
+    else:  # axis known only at run time: the template computes the view from it
+        view = {"O": None, "N": None, "I": None, "inner_one": False, "inner_many": False}
+    return render("reduce.c.j2", kind="cum", T=x.ctype, axis_known=a is not None, r=r, dims=", ".join(x.dims),
+                  who=ctx.who, comb=comb, ident=identity(comb.omp, dt), exclusive=bool(ctx.attr("exclusive", 0)),
+                  reverse=bool(ctx.attr("reverse", 0)), **view)
 
 
 def _topk_shape(ctx: KernelCtx) -> str:

@@ -20,36 +20,17 @@ from collections.abc import Callable
 
 from onnxc.ir import DType
 
+from ..templating import render
 from . import half
 from .base import KernelCtx
-from .parfor import par_for
+from .parcall import par_call
 
 PW_BLOCK = 128  # numpy's PW_BLOCKSIZE
 
 
 def _pairwise_helper(ctx: KernelCtx) -> str:
     name = "onnxc_pwsum_f16"
-    ctx.helper(name, f"""/* numpy's pairwise float32 sum of n float16 values (HALF_pairwise_sum) */
-static float {name}(const uint16_t *a, int64_t n) {{
-    if (n < 8) {{
-        float res = 0.0f;
-        for (int64_t i = 0; i < n; i++) res += onnxc_h2f(a[i]);
-        return res;
-    }}
-    if (n <= {PW_BLOCK}) {{
-        float r[8];
-        int64_t i;
-        for (int j = 0; j < 8; j++) r[j] = onnxc_h2f(a[j]);
-        for (i = 8; i < n - (n % 8); i += 8)
-            for (int j = 0; j < 8; j++) r[j] += onnxc_h2f(a[i + j]);
-        float res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
-        for (; i < n; i++) res += onnxc_h2f(a[i]);
-        return res;
-    }}
-    int64_t n2 = n / 2;
-    n2 -= n2 % 8;
-    return {name}(a, n2) + {name}(a + n2, n - n2);
-}}""")
+    ctx.helper(name, render("softmax_half_pwsum.c.j2", name=name, block=PW_BLOCK).rstrip("\n"))
     return name
 
 
@@ -67,49 +48,9 @@ def softmax_half(ctx: KernelCtx, outer: str, n: str, inner: str) -> str:
     def rnd(e: str) -> str:
         return ld(st(e))
 
-    head = [f"const int64_t O = {outer}, L = {n}, I = {inner};", "(void)I;"]
-    if dt == DType.FLOAT16:
-        row_sum = [f"    const float s = {rnd('0.0f + ' + _pairwise_helper(ctx) + '(y, L)')};"]
-    else:
-        row_sum = ["    float s = 0.0f;", f"    for (int64_t j = 0; j < L; j++) s = {rnd('s + ' + ld('y[j]'))};"]
-    body = ["    const uint16_t *restrict x = in0 + o * L;",
-            "    uint16_t *restrict y = out0 + o * L;",
-            "    if (L == 0) continue;",
-            f"    float m = {ld('x[0]')};",
-            f"    for (int64_t j = 1; j < L; j++) {{ const float v = {ld('x[j]')}; m = v > m ? v : m; }}",
-            f"    for (int64_t j = 0; j < L; j++) y[j] = {st('expf(' + rnd(ld('x[j]') + ' - m') + ')')};",
-            *row_sum,
-            f"    for (int64_t j = 0; j < L; j++) y[j] = {st(ld('y[j]') + ' / s')};"]
-    rows = par_for(ctx, "o", "O", body, work="O * L", head=head)
-    if inner == "1":
-        return "\n".join(head + rows + ["return 0;"])
-    # strided: a running sum per inner position, rounded after every addition
-    strided = ["float *acc = (float *)onnxc_alloc((size_t)(2 * I) * sizeof(float));",
-               "if (!acc) return onnxc_fail(rt, ONNXC_ERR_MEMORY, \"out of memory in softmax\");",
-               "float *mx = acc, *sm = acc + I;",
-               "for (int64_t o = 0; o < O && L > 0; o++) {",
-               "    const uint16_t *restrict x = in0 + o * L * I;",
-               "    uint16_t *restrict y = out0 + o * L * I;",
-               f"    for (int64_t i = 0; i < I; i++) {{ mx[i] = {ld('x[i]')}; sm[i] = 0.0f; }}",
-               "    for (int64_t k = 1; k < L; k++)",
-               "        for (int64_t i = 0; i < I; i++) {",
-               f"            const float v = {ld('x[k * I + i]')};",
-               "            mx[i] = v > mx[i] ? v : mx[i];",
-               "        }",
-               "    for (int64_t k = 0; k < L; k++)",
-               "        for (int64_t i = 0; i < I; i++) {",
-               f"            const uint16_t e = {st('expf(' + rnd(ld('x[k * I + i]') + ' - mx[i]') + ')')};",
-               "            y[k * I + i] = e;",
-               f"            sm[i] = {rnd('sm[i] + ' + ld('e'))};",
-               "        }",
-               "    for (int64_t k = 0; k < L; k++)",
-               "        for (int64_t i = 0; i < I; i++)",
-               f"            y[k * I + i] = {st(ld('y[k * I + i]') + ' / sm[i]')};",
-               "}",
-               "free(acc);"]
-    # a run-time inner size of 1 is a contiguous axis: numpy sums it pairwise
-    return "\n".join(head + ["if (I == 1) {"] + ["    " + ln for ln in rows] + ["    return 0;", "}"]
-                     + strided + ["return 0;"])
+    return render("softmax_half.c.j2", O=outer, L=n, I=inner, ld=ld, st=st, rnd=rnd,
+                  pwsum=_pairwise_helper(ctx) if dt == DType.FLOAT16 else None,
+                  contiguous=inner == "1", par=par_call(ctx))
 
 
 def stepwise_half(view: Callable[[KernelCtx], tuple[str, str, str]]):

@@ -103,6 +103,9 @@ def test_svc_input_types_ranks_and_linear_mode():
     one, flat = s.input("one", TP.FLOAT, [1, 4]), s.input("flat", TP.FLOAT, [4])
     for inp in (one, flat):
         s.add("SVMClassifier", [inp], 2, atol=1e-5, **svc_attrs("RBF", [2, 3, 2], 4, True, True))
+    # a negative gamma (exp(+0.05 d)): the literal must not become "--0.05f"
+    s.add("SVMClassifier", [one], 2, atol=1e-5, **{**svc_attrs("RBF", [2, 3, 2], 4, False, False, seed=5),
+                                                    "kernel_params": [-0.05, 0.0, 0.0]})
     x2 = s.input("x2", TP.FLOAT, ["M", 2])
     for coef in ([0.3, -0.2, -0.1, 0.4], [0.3, 0.2, 0.1, 0.4]):
         for post in ("NONE", "LOGISTIC", "SOFTMAX", "PROBIT"):
