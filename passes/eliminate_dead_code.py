@@ -31,12 +31,13 @@ def _outer_reads(g: Graph) -> set[int]:
 def dce_graph(g: Graph) -> bool:
     live: set[int] = {v.id for v in g.outputs}
     keep = []
+    bodies_changed = False
     for n in reversed(g.nodes):
         if any(o.id in live for o in n.outputs):
             keep.append(n)
             live |= {v.id for v in n.inputs if v is not None}
             for sg in n.subgraphs():
-                dce_graph(sg)
+                bodies_changed |= dce_graph(sg)
                 live |= _outer_reads(sg)
     changed = len(keep) != len(g.nodes)
     if changed:
@@ -51,7 +52,7 @@ def dce_graph(g: Graph) -> bool:
         if not v._uses and v.id not in {o.id for o in g.outputs}:
             del g.initializers[name]
             changed = True
-    return changed
+    return changed or bodies_changed
 
 
 def eliminate_dead_code(model: Model) -> PassResult:

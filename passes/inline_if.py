@@ -41,6 +41,8 @@ def inline_constant_if(node: Node) -> list[Node] | None:
             if v is not None and v.id in subst:
                 n.set_input(i, subst[v.id])
         g.insert_before(node, n)
+        for sg in n.subgraphs():  # a moved node's bodies now hang off g
+            sg.parent = g
     results = [subst.get(v.id, v) for v in branch.outputs]
     branch.nodes = []
     public = {v.id for v in g.outputs}

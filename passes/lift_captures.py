@@ -81,11 +81,13 @@ def lift_node(node: Node) -> bool:
         for v in lifted:
             formal = body.add_input(Value(body.fresh_name(v.name), v.type))
             _rebind(body, v, formal)
+    if not free:
+        return False  # closed bodies: the node stays as it is (no N_INPUTS: every input is an ONNX one)
     if node.attr(N_INPUTS) is None:
         node.attrs[N_INPUTS] = Attr(N_INPUTS, "INT", len(node.inputs))
     for v in lifted:
         node.add_input(v)
-    return bool(free)
+    return True
 
 
 def lift_graph(g: Graph) -> bool:

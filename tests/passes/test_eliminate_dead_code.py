@@ -5,7 +5,6 @@ inside a live body go, and a graph with nothing dead is left equal."""
 from __future__ import annotations
 
 import numpy as np
-import pytest
 from onnx import TensorProto as TP
 from onnx import helper
 
@@ -58,8 +57,6 @@ def test_dead_nodes_inside_a_live_body_go():
     check_model(m)
 
 
-@pytest.mark.xfail(strict=True, reason="dce_graph ignores what the recursive dce_graph(sg) returns: a pruned "
-                   "body alone gives changed=False")
 def test_pruning_only_a_body_reports_a_change():
     assert eliminate_dead_code(_if_with_dead_body_node()).changed
 

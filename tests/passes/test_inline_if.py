@@ -85,8 +85,6 @@ def test_branch_of_the_wrong_arity_is_refused():
         inline_constant_if(m.graph.nodes[1])
 
 
-@pytest.mark.xfail(strict=True, reason="bodies of nodes moved out of the taken branch keep the branch as "
-                   "their parent graph (inline_constant_if does not re-parent them)")
 def test_moved_nodes_bodies_are_reparented():
     inner = body("inner", [n("Neg", ["x"], ["q"])], ["q"])
     then = body("then", [n("If", ["c2"], ["t"], then_branch=inner, else_branch=inner)], ["t"])

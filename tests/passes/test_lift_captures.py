@@ -5,7 +5,6 @@ level between, and the compiled nested-If model still computes what onnxruntime 
 from __future__ import annotations
 
 import numpy as np
-import pytest
 from onnx import TensorProto as TP
 from onnx import helper
 
@@ -113,8 +112,6 @@ def test_graph_without_bodies_is_left_alone():
     assert dump(m.graph) == before
 
 
-@pytest.mark.xfail(strict=True, reason="lift_node adds onnxc_n_inputs to a node whose bodies read nothing "
-                   "outside, while the pass reports changed=False")
 def test_closed_bodies_are_left_equal():
     const = [helper.make_node("Constant", [], ["t"], value_float=1.0)]
     m = load(model([helper.make_node("If", ["c"], ["y"], then_branch=body("t", const, ["t"]),
