@@ -28,9 +28,10 @@ import numpy as np
 from onnxc.ir import DType, Node, ShapeError
 from onnxc.passes.shapes.ml import ML, tree_targets
 
+from ..templating import render
 from . import half, ml_post
 from .base import KernelCtx, kernel
-from .parfor import par_for
+from .parcall import par_call
 from .trees_layout import forest_tables, tree_depths
 
 
@@ -152,21 +153,7 @@ def _accepts(node: Node) -> str | None:
     return None
 
 
-def _post(post: int, t: int) -> list[str]:
-    """C applying post_transform ``post`` to ``acc[0..t)``."""
-    if post == 1:
-        return ["{ double m = acc[0], s = 0.0;", f"for (int64_t j = 1; j < {t}; j++) if (acc[j] > m) m = acc[j];",
-                f"for (int64_t j = 0; j < {t}; j++) {{ acc[j] = exp(acc[j] - m); s += acc[j]; }}",
-                f"for (int64_t j = 0; j < {t}; j++) acc[j] /= s; }}"]
-    if post == 2:
-        return [f"for (int64_t j = 0; j < {t}; j++) acc[j] = 1.0 / (1.0 + exp(-acc[j]));"]
-    if post == 3:
-        return ["{ double m = acc[0], s = 0.0;", f"for (int64_t j = 1; j < {t}; j++) if (acc[j] > m) m = acc[j];",
-                f"for (int64_t j = 0; j < {t}; j++) if (acc[j] != 0.0) {{ acc[j] = exp(acc[j] - m); s += acc[j]; }}",
-                f"if (s > 0.0) for (int64_t j = 0; j < {t}; j++) acc[j] /= s; }}"]
-    if post == 4:
-        return [f"for (int64_t j = 0; j < {t}; j++) acc[j] = onnxc_probit(acc[j]);"]
-    return []
+POSTS = ("NONE", "SOFTMAX", "LOGISTIC", "SOFTMAX_ZERO", "PROBIT")  # post_transform values, by number
 
 
 @kernel("TreeEnsemble", domain=ML, types={DType.FLOAT, DType.DOUBLE, DType.FLOAT16}, accepts=_accepts)
@@ -176,14 +163,9 @@ def tree_ensemble(ctx: KernelCtx) -> str:
     nt, agg, post = tree_targets(ctx.node), int(ctx.attr("aggregate_function", 1)), int(ctx.attr("post_transform", 0))
     if post == 4:
         ml_post.use(ctx)  # onnxc_probit
-    finish = []
-    if agg == 0:
-        finish.append(f"for (int64_t j = 0; j < {nt}; j++) acc[j] /= {max(len(f.roots), 1)};")
-    if agg in (2, 3):
-        finish.append(f"for (int64_t j = 0; j < {nt}; j++) if (acc[j] != acc[j]) acc[j] = 0.0;")
-    finish += _post(post, nt)
     store = half.store(y.dtype, "(float)acc[j]") if y.dtype in half.HALF else f"({y.ctype})acc[j]"
-    finish.append(f"for (int64_t j = 0; j < {nt}; j++) out0[r * {nt} + j] = {store};")
+    finish = render("trees_finish.c.j2", nt=nt, average=agg == 0, n_trees=max(len(f.roots), 1),
+                    nan_zero=agg in (2, 3), post=POSTS[post], store=store)
     return walk_rows(ctx, f, nt, agg, finish)
 
 
@@ -191,7 +173,7 @@ CHUNK = 128  # the most rows per call of the runtime walk, which takes them thro
 _AGG = {0: 0, 1: 0, 2: 2, 3: 3}  # aggregate_function -> ONNXC_AGG_* (AVERAGE divides afterwards)
 
 
-def walk_rows(ctx: KernelCtx, f: Forest, nt: int, agg: int, finish: list[str], track: bool = False) -> str:
+def walk_rows(ctx: KernelCtx, f: Forest, nt: int, agg: int, finish: str, track: bool = False) -> str:
     """The C body that walks every tree of ``f`` for every row of input 0 (shape [N, F] or [F]) and
     aggregates the weights of the leaves reached into ``double acc[nt]`` (``agg``: 0 AVERAGE and 1 SUM
     add, 2 MIN, 3 MAX); ``finish`` is C run per row ``r`` after the walk: it post-processes ``acc`` and
@@ -199,58 +181,37 @@ def walk_rows(ctx: KernelCtx, f: Forest, nt: int, agg: int, finish: list[str], t
     ``agg`` is MIN/MAX, else 0. Integer inputs compare as float (as onnxruntime's float thresholds).
 
     The forest's tables go to the weights blob (trees_layout.forest_tables); the runtime walks chunks of up
-    to CHUNK rows (runtime_c/onnxc_forest.h), smaller ones when that gives each thread of the pool one."""
+    to CHUNK rows (runtime_c/onnxc_forest.h), smaller ones when that gives each thread of the pool one.
+    The C is templates/trees_walk.c.j2."""
     x = ctx.ins[0]
     ctx.helper("onnxc_forest", '#include "onnxc_forest.h"')
     n_rows, n_feat = ("1", x.dims[0]) if x.rank == 1 else (x.dims[0], x.dims[1])
-    per = f"(n_ + {ctx.threads - 1}) / {ctx.threads}" if ctx.threads > 1 else "n_"
-    head = [f"const int64_t n_ = {n_rows}, f_ = {n_feat};",
-            f"const int64_t p_ = {per}, c_ = p_ <= 16 ? 16 : p_ < {CHUNK} ? (p_ + 15) / 16 * 16 : {CHUNK};"]
-    lines = list(head)
-    if len(f.feature):
-        top = int(f.feature.max())
-        lines.append(f"if (f_ <= {top}) return onnxc_fail(rt, ONNXC_ERR_RUNTIME, \"%s: the trees read "
-                     f"feature {top}, but the input has %lld features\", {ctx.who}, (long long)f_);")
     code = 1 if track and agg in (0, 1) else _AGG[agg]
     tabs, scalars = forest_tables(f, nt, code, x.dtype == DType.DOUBLE, ctx.node)
     ptr = {k: ctx.blob_table(k, v) if v is not None else "NULL" for k, v in tabs.items()}
     ptr["nodes"] = f"(const onnxc_tnode *){ptr['nodes']}"
     fields = [f".{k} = {v}" for k, v in ptr.items()] + [f".{k} = {v}" for k, v in scalars.items()]
-    lines += [f"const onnxc_forest fr_ = {{{', '.join(fields)}}};", "const onnxc_forest *fp_ = &fr_;"]
     depth = max(1, round(math.log2(len(f.feature) / max(len(f.roots), 1) + 1)))  # a path's nodes, roughly
-    work = f"n_ * {max(len(f.roots), 1) * depth * 4}"  # about 4 elements' time per node visited
-    body = _block(ctx, nt, finish)
-    return "\n".join(lines + par_for(ctx, "b_", "(n_ + c_ - 1) / c_", body, work=work, head=head,
-                                     captures=[("const onnxc_forest *", "fp_")]) + ["return 0;"])
+    return render("trees_walk.c.j2", n_rows=n_rows, n_feat=n_feat, chunk=CHUNK, who=ctx.who, fields=fields,
+                  per=f"(n_ + {ctx.threads - 1}) / {ctx.threads}" if ctx.threads > 1 else "n_",
+                  top=int(f.feature.max()) if len(f.feature) else None,
+                  work=f"n_ * {max(len(f.roots), 1) * depth * 4}",  # about 4 elements' time per node visited
+                  par=par_call(ctx), nt=nt, finish=finish, **_block(ctx, nt))
 
 
-def _block(ctx: KernelCtx, nt: int, finish: list[str]) -> list[str]:
-    """Body of chunk ``b_`` of ``c_`` rows: the runtime aggregates their scores into ``acc_``, then ``finish``
-    runs per row."""
+def _block(ctx: KernelCtx, nt: int) -> dict:
+    """How a chunk's scores are held and computed: on the stack or not, the runtime's scoring function or
+    none (integer and half inputs: converted to float first, ``conv``)."""
     x = ctx.ins[0]
-    on_stack = CHUNK * max(nt, 1) <= 4096  # 32 KB
-    lines = ["const int64_t r0_ = b_ * c_, rn_ = n_ - r0_ < c_ ? n_ - r0_ : c_;"]
-    if on_stack:
-        lines.append(f"double acc_[{CHUNK * max(nt, 1)}];")
-    else:
-        lines += [f"double *acc_ = (double *)malloc((size_t)rn_ * {nt} * sizeof(double));",
-                  f"if (!acc_) return onnxc_fail(rt, ONNXC_ERR_MEMORY, \"%s: out of memory\", {ctx.who});"]
+    values = {"on_stack": CHUNK * max(nt, 1) <= 4096, "stack": CHUNK * max(nt, 1), "scores": None, "conv": None}
     if x.dtype in (DType.FLOAT, DType.DOUBLE):
-        fn = "onnxc_forest_scores" if x.dtype == DType.FLOAT else "onnxc_forest_scores_f64"
-        lines.append(f"{fn}(fp_, in0 + r0_ * f_, f_, rn_, acc_);")
-    else:  # integer and half inputs compare as float
-        if x.dtype in half.HALF:
-            half.use(ctx)
-        conv = half.load(x.dtype, "in0[r0_ * f_ + i_]") if x.dtype in half.HALF else "(float)in0[r0_ * f_ + i_]"
-        free_acc = "" if on_stack else " free(acc_);"
-        lines += ["float *xs_ = (float *)malloc((size_t)(rn_ * f_) * sizeof(float));",
-                  f"if (!xs_) {{{free_acc} return onnxc_fail(rt, ONNXC_ERR_MEMORY, \"%s: out of memory\", {ctx.who}); }}",
-                  f"for (int64_t i_ = 0; i_ < rn_ * f_; i_++) xs_[i_] = {conv};",
-                  "onnxc_forest_scores(fp_, xs_, f_, rn_, acc_);", "free(xs_);"]
-    lines += ["for (int64_t r = r0_; r < r0_ + rn_; r++) {", f"double *acc = acc_ + (r - r0_) * {nt};", *finish, "}"]
-    if not on_stack:
-        lines.append("free(acc_);")
-    return lines
+        values["scores"] = "onnxc_forest_scores" if x.dtype == DType.FLOAT else "onnxc_forest_scores_f64"
+    elif x.dtype in half.HALF:
+        half.use(ctx)
+        values["conv"] = half.load(x.dtype, "in0[r0_ * f_ + i_]")
+    else:  # integer inputs compare as float
+        values["conv"] = "(float)in0[r0_ * f_ + i_]"
+    return values
 
 
 from . import trees_classic  # noqa: E402,F401  (registers TreeEnsembleClassifier/Regressor)

@@ -43,6 +43,9 @@ no leaf reached keeps it), reads no ``*_as_tensor`` weights and applies no post 
 agrees with onnxruntime the tests compare with both. onnxruntime rejects double ``*_as_tensor``
 attributes for float inputs and a single class label; onnxc accepts the former (comparing in
 double) and rejects the latter at compile time.
+
+The per-row C after the walk is in templates/trees_classic_regressor.c.j2 and
+trees_classic_classifier.c.j2, with the post transforms in trees_classic_post.c.j2.
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ import numpy as np
 from onnxc.ir import DType, Node, ShapeError
 from onnxc.passes.shapes.ml import ML, classic_class_labels, classic_tree_targets
 
+from ..templating import render
 from .base import KernelCtx, kernel
 from .ctables import literal, typed_table
 from .ml_post import use_probit
@@ -65,6 +69,7 @@ _MODES = {"BRANCH_LEQ": 0, "BRANCH_LT": 1, "BRANCH_GTE": 2, "BRANCH_GT": 3, "BRA
           "LEAF": -1}
 _AGGS = {"AVERAGE": 0, "SUM": 1, "MIN": 2, "MAX": 3}
 _POSTS = {"NONE": 0, "SOFTMAX": 1, "LOGISTIC": 2, "SOFTMAX_ZERO": 3, "PROBIT": 4}
+_POST_NAMES = {v: k for k, v in _POSTS.items()}
 _TYPES = frozenset({DType.FLOAT, DType.DOUBLE, DType.INT64, DType.INT32})
 
 
@@ -254,33 +259,6 @@ def _always(leaf_tree: np.ndarray, start: np.ndarray, targets: np.ndarray, n_out
     return {int(t) for t in np.unique(tt[hits == per_tree[tt // n_out]] % n_out)}
 
 
-# -- post transforms (onnxruntime's write_scores), on double s[0..c) ------------------------------
-
-def _post(ctx: KernelCtx, post: int, s: str, c: int) -> list[str]:
-    if post == 1:
-        return [f"{{ double m_ = {s}[0], t_ = 0.0;",
-                f"for (int64_t j = 1; j < {c}; j++) if ({s}[j] > m_) m_ = {s}[j];",
-                f"for (int64_t j = 0; j < {c}; j++) {{ {s}[j] = exp({s}[j] - m_); t_ += {s}[j]; }}",
-                f"for (int64_t j = 0; j < {c}; j++) {s}[j] /= t_; }}"]
-    if post == 2:
-        return [f"for (int64_t j = 0; j < {c}; j++) {s}[j] = {_logistic(s + '[j]')};"]
-    if post == 3:
-        return [f"{{ double m_ = {s}[0], t_ = 0.0;",
-                f"for (int64_t j = 1; j < {c}; j++) if ({s}[j] > m_) m_ = {s}[j];",
-                "const double e_ = exp(-m_);",
-                f"for (int64_t j = 0; j < {c}; j++) {{ if ({s}[j] > 1e-7 || {s}[j] < -1e-7) "
-                f"{{ {s}[j] = exp({s}[j] - m_); t_ += {s}[j]; }} else {s}[j] *= e_; }}",
-                f"for (int64_t j = 0; j < {c}; j++) {s}[j] /= t_; }}"]
-    if post == 4:
-        use_probit(ctx)
-        return [f"for (int64_t j = 0; j < {c}; j++) {s}[j] = onnxc_ml_probit({s}[j]);"]
-    return []
-
-
-def _logistic(v: str) -> str:
-    return f"(({v}) < 0 ? 1.0 - 1.0 / (1.0 + exp({v})) : 1.0 / (1.0 + exp(-({v}))))"
-
-
 def _accepts(node: Node) -> str | None:
     if node.op_type == "TreeEnsembleClassifier" and len(classic_class_labels(node)[0]) < 2:
         return "a single class label is not supported (onnxruntime rejects it too)"
@@ -300,16 +278,13 @@ def tree_ensemble_regressor(ctx: KernelCtx) -> str:
     if c.base and len(c.base) != nt:
         raise _bad(ctx.node, f"base_values has {len(c.base)} entries for {nt} targets")
     track = not set(range(nt)) <= c.always  # a target no leaf reached reads 0, base value or not (onnxruntime)
-    finish = []
-    if c.agg == 0:
-        finish.append(f"for (int64_t j = 0; j < {nt}; j++) acc[j] /= {max(len(c.forest.roots), 1)};")
-    if c.base:
-        base = typed_table(ctx, DType.DOUBLE, c.base)
-        finish.append(f"for (int64_t j = 0; j < {nt}; j++) acc[j] += {base}[j];")
-    if track or c.agg in (2, 3):
-        finish.append(f"for (int64_t j = 0; j < {nt}; j++) if (acc[j] != acc[j]) acc[j] = 0.0;")
-    finish += _post(ctx, c.post, "acc", nt) if nt > 1 or c.post == 4 else []
-    finish.append(f"for (int64_t j = 0; j < {nt}; j++) out0[r * {nt} + j] = (float)acc[j];")
+    if c.post == _POSTS["PROBIT"]:
+        use_probit(ctx)
+    finish = render("trees_classic_regressor.c.j2", nt=nt, average=c.agg == _AGGS["AVERAGE"],
+                    n_trees=max(len(c.forest.roots), 1),
+                    base=typed_table(ctx, DType.DOUBLE, c.base) if c.base else None,
+                    nan_zero=track or c.agg in (_AGGS["MIN"], _AGGS["MAX"]), post=_POST_NAMES[c.post],
+                    post_s=nt > 1 or c.post == _POSTS["PROBIT"])
     return walk_rows(ctx, c.forest, nt, c.agg, finish, track=track)
 
 
@@ -323,53 +298,11 @@ def tree_ensemble_classifier(ctx: KernelCtx) -> str:
     if len(c.base) > nc:
         raise _bad(ctx.node, f"base_values has {len(c.base)} entries for {nc} classes")
     track = not set(range(nc)) <= c.always
-    has = (lambda k: f"(acc[{k}] == acc[{k}])") if track else (lambda k: "1")
-    lines = ([f"int h_[{nc}];", f"for (int64_t j = 0; j < {nc}; j++) {{ h_[j] = acc[j] == acc[j]; "
-              "if (!h_[j]) acc[j] = 0.0; }"] if track else [])
-    has = (lambda k: f"h_[{k}]") if track else has
     label_tab = typed_table(ctx, ltype, labels)
-    if nc > 2:
-        for k, b in enumerate(c.base):
-            lines.append(f"acc[{k}] += {literal(b, DType.DOUBLE)};" + (f" h_[{k}] = 1;" if track else ""))
-        lines += ["int64_t best = -1;", f"for (int64_t j = 0; j < {nc}; j++) "
-                  f"if ({has('j')} && (best < 0 || acc[j] > acc[best])) best = j;",
-                  "if (best < 0) best = 0;", f"out0[r] = {label_tab}[best];"]
-        lines += _post(ctx, c.post, "acc", nc)
-        lines.append(f"for (int64_t j = 0; j < {nc}; j++) out1[r * {nc} + j] = (float)acc[j];")
-    else:
-        lines += _binary(ctx, c, has, label_tab, ltype)
-    return walk_rows(ctx, c.forest, nc, 1, lines, track=track)
-
-
-def _binary(ctx: KernelCtx, c: Classic, has, label_tab: str, ltype: DType) -> list[str]:
-    """onnxruntime's two-class rules (see the module doc) on acc[0..2), with flags ``has(k)``."""
-    b = [literal(v, DType.DOUBLE) for v in c.base]
-    lines = ["double s0 = acc[0], s1 = acc[1];", f"int h0 = {has(0)}, h1 = {has(1)}, pop = 0, was = -1;"]
-    if len(b) == 2:
-        lines.append(f"if (h1) {{ s1 = {b[1]} + s0; s0 = -s1; }} else {{ s1 += {b[1]}; s0 += {b[0]}; }}")
-    elif len(b) == 1:
-        lines += [f"s0 += {b[0]};", "pop = !h1;"]
-    else:
-        lines += ["was = 3;", "pop = !h1;"]
-    lines += ["if (!h0) s0 = 0.0;", "if (!h1) s1 = 0.0;",  # a score no weight gave reads as 0
-              "const double pos = (!pop && h1) ? s1 : s0;"]
-    if len(np.unique(c.weight_ids)) == 1:  # onnxruntime's binary_case_
-        if c.weights_nonneg:
-            lines += ["const int lab = pos > 0.5;", "if (pop) was = lab ? 0 : 1;"]
-        else:
-            lines += ["const int lab = pos > 0.0;", "if (pop) was = lab ? 2 : 3;"]
-        lines.append(f"out0[r] = {label_tab}[lab];")
-    else:
-        lines.append("const int lab = pos > 0.0;")
-        lines.append(f"out0[r] = {label_tab}[lab];" if ltype == DType.STRING else "out0[r] = lab;")
-    lines += ["double z[2] = {s0, s1};", "if (!pop) {", *_post(ctx, c.post, "z", 2), "} else {"]
-    if c.post == 4:
+    if c.post == _POSTS["PROBIT"]:
         use_probit(ctx)
-        lines.append("z[0] = onnxc_ml_probit(s0); z[1] = NAN;")
-    elif c.post == 2:
-        lines.append(f"z[0] = {_logistic('-s0')}; z[1] = {_logistic('s0')};")
-    else:
-        lines += ["if (was == 0 || was == 1) { z[0] = 1.0 - s0; z[1] = s0; }",
-                  "else if (was >= 2) { z[0] = -s0; z[1] = s0; }", "else { z[0] = s0; z[1] = NAN; }"]
-    lines += ["}", "out1[r * 2] = (float)z[0];", "out1[r * 2 + 1] = (float)z[1];"]
-    return lines
+    finish = render("trees_classic_classifier.c.j2", nc=nc, track=track, labels=label_tab,
+                    base=[literal(v, DType.DOUBLE) for v in c.base], post=_POST_NAMES[c.post],
+                    single_id=len(np.unique(c.weight_ids)) == 1, nonneg=c.weights_nonneg,
+                    string_labels=ltype == DType.STRING)
+    return walk_rows(ctx, c.forest, nc, 1, finish, track=track)
