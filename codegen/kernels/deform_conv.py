@@ -11,6 +11,8 @@ For each batch item the kernel builds a column matrix, then multiplies per group
 
 The corner indices and weights are computed once per sampling point and shared by the channels of
 the offset group. float16/bfloat16 run in float32 (half.via_float32).
+
+The C structure is in templates/deform_conv.c.j2; this module computes the values it is rendered with.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import math
 from onnxc.ir import DType
 from onnxc.passes.shapes.misc_nn import deform_window
 
+from ..templating import render
 from . import dynshape as ds
 from . import half
 from .base import KernelCtx, kernel
@@ -62,67 +65,18 @@ def deform_conv(ctx: KernelCtx) -> str:
     group, og = int(ctx.attr("group", 1)), int(ctx.attr("offset_group", 1))
     ins, outs = x.dims[2:], y.dims[2:]
     pb = [ctx.dim(p) for p in win.pads_begin]
-    who = ds.who(ctx)
-    L = [f"const int64_t N = {x.dims[0]}, C = {x.dims[1]}, OC = {y.dims[1]};",
-         f"const int64_t IS = {' * '.join(f'({d})' for d in ins)}, O = {' * '.join(f'({d})' for d in outs)};",
-         f"const int64_t In[{nd}] = {{{', '.join(ins)}}};",
-         f"const int64_t Cg = C / {group}, OCg = OC / {group}, Cog = C / {og};",
-         *_checks(ctx, group, og, k, nd),
-         f"{t} *col = onnxc_alloc((size_t)C * {k} * (size_t)O * sizeof({t}));",
-         f"if (!col) return onnxc_fail(rt, ONNXC_ERR_MEMORY, \"%s: out of memory\", {who});",
-         "for (int64_t n = 0; n < N; n++) {",
-         f"const {t} *restrict xn = {x.ptr} + n * C * IS;",
-         f"const {t} *restrict offn = {off.ptr} + n * {og * k * nd} * O;"]
-    if mask is not None:
-        L.append(f"const {t} *restrict maskn = {mask.ptr} + n * {og * k} * O;")
-    L += [f"for (int64_t g = 0; g < {og}; g++) {{", f"for (int64_t k = 0; k < {k}; k++) {{"]
-    stride = k
-    for a in range(nd):  # kernel position k -> per-axis kernel index
-        stride //= win.kernel[a]
-        L.append(f"const int64_t k{a} = (k / {stride}) % {win.kernel[a]};")
-    L.append("int64_t o = 0;")
-    for a in range(nd):
-        L.append(f"for (int64_t o{a} = 0; o{a} < {outs[a]}; o{a}++) {{")
-    L += [f"int64_t lo[{nd}]; {t} fr[{nd}];"]
-    for a in range(nd):
-        L += [f"{{ const {t} p = ({t})(o{a} * {win.strides[a]} - ({pb[a]}) + k{a} * {win.dilations[a]}) + "
-              f"offn[((g * {k} + k) * {nd} + {a}) * O + o];",
-              f"  const {t} f = {mfn('floor', dt)}(p); lo[{a}] = isfinite(f) && f > -1e15 && f < 1e15 ? (int64_t)f "
-              f": INT64_MIN / 2; fr[{a}] = p - f; }}"]
-    m = f"maskn[(g * {k} + k) * O + o]" if mask is not None else f"({t})1"
-    L += [f"int64_t idx[{1 << nd}]; {t} wt[{1 << nd}]; int nc = 0;",
-          f"for (int cb = 0; cb < {1 << nd}; cb++) {{",
-          f"    {t} wv = {m}; int64_t id = 0; int ok = 1;",
-          f"    for (int a = 0; a < {nd}; a++) {{",
-          "        const int bit = (cb >> a) & 1; const int64_t q = lo[a] + bit;",
-          "        if (q < 0 || q >= In[a]) { ok = 0; break; }",
-          f"        wv *= bit ? fr[a] : ({t})1 - fr[a]; id = id * In[a] + q;",
-          "    }",
-          "    if (ok) { idx[nc] = id; wt[nc] = wv; nc++; }",
-          "}",
-          "for (int64_t c = g * Cog; c < (g + 1) * Cog; c++) {",
-          f"    const {t} *restrict xc = xn + c * IS;",
-          f"    {t} v = 0;",
-          "    for (int j = 0; j < nc; j++) v += wt[j] * xc[idx[j]];",
-          f"    col[(c * {k} + k) * O + o] = v;",
-          "}",
-          "o++;"]
-    L += ["}"] * nd
-    L += ["}", "}"]  # k, g
-    L += [f"{t} *yn = {y.ptr} + n * OC * O;",
-          f"for (int64_t g = 0; g < {group}; g++) {{",
-          f"{t} *yg = yn + g * OCg * O;"]
-    if b is not None:
-        L.append(f"for (int64_t oc = 0; oc < OCg; oc++) for (int64_t j = 0; j < O; j++) "
-                 f"yg[oc * O + j] = {b.ptr}[g * OCg + oc];")
+    strides, axes = k, []
+    for a in range(nd):  # kernel position k -> per-axis kernel index (k / kstride) % kernel
+        strides //= win.kernel[a]
+        axes.append({"kernel": win.kernel[a], "kstride": strides, "out": outs[a], "stride": win.strides[a],
+                     "pad": pb[a], "dilation": win.dilations[a]})
     one = "1.0f" if dt == DType.FLOAT else "1.0"
     beta = one if b is not None else ("0.0f" if dt == DType.FLOAT else "0.0")
     gemm = gemm_expr(ctx, dt, "0", "0", "OCg", "O", f"Cg * {k}", one, f"{w.ptr} + g * OCg * Cg * {k}", f"Cg * {k}",
                      f"col + g * Cg * {k} * O", "O", beta, "yg", "O")
-    L += ["if (OCg > 0 && O > 0 && Cg > 0) {",
-          f"    if ({gemm}) {{ free(col); return onnxc_fail(rt, ONNXC_ERR_MEMORY, \"%s: out of memory\", {who}); }}",
-          "}"]
-    if b is None:
-        L.append("if (Cg == 0) for (int64_t j = 0; j < OCg * O; j++) yg[j] = 0;")
-    L += ["}", "}", "free(col);", "return 0;"]  # group, batch
-    return "\n".join(L)
+    return render("deform_conv.c.j2", N=x.dims[0], C=x.dims[1], OC=y.dims[1], IS=" * ".join(f"({d})" for d in ins),
+                  O=" * ".join(f"({d})" for d in outs), nd=nd, In=", ".join(ins), group=group, og=og,
+                  checks=_checks(ctx, group, og, k, nd), T=t, K=k, who=ds.who(ctx), x=x.ptr, off=off.ptr,
+                  mask=mask.ptr if mask is not None else "", y=y.ptr, axes=axes, floor=mfn("floor", dt),
+                  mask_at=f"maskn[(g * {k} + k) * O + o]" if mask is not None else f"({t})1",
+                  bias=b.ptr if b is not None else "", gemm=gemm)

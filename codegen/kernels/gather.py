@@ -3,13 +3,18 @@
 Indices are validated as they are read: an index outside [-n, n) makes the kernel return
 ONNXC_ERR_RUNTIME with a message naming the node, never an out-of-bounds access. Negative indices
 count from the end. Gather and GatherND copy whole inner slices with memcpy.
+
+The C structure is in templates/gather_*.c.j2; this module computes the values it is rendered with.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from onnxc.ir import DType, Node
 from onnxc.passes.shapes.indexing import gathernd_shape, scatter_reduction
 
+from ..templating import render
 from . import half
 from .base import KernelCtx, kernel
 from .copyutil import MOVABLE, MOVES, copy, cprod
@@ -30,48 +35,37 @@ def gather(ctx: KernelCtx) -> str:
     axis = ctx.node.attr("axis", 0)
     axis = axis + x.rank if axis < 0 else axis
     inner = cprod(x.dims[axis + 1:])
-    return "\n".join([
-        f"const int64_t outer = {cprod(x.dims[:axis])}, n = {x.dims[axis]}, inner = {inner};",
-        f"const int64_t ni = {ind.numel()};",
-        "for (int64_t k = 0; k < ni; k++) {",
-        "int64_t v = (int64_t)in1[k];",
-        _check(ctx, "v", "n"),
-        "}",
-        "for (int64_t o = 0; o < outer; o++) {",
-        f"{x.ctype} *restrict d = out0 + o * ni * inner;",
-        "const " + x.ctype + " *restrict s = in0 + o * n * inner;",
-        "for (int64_t k = 0; k < ni; k++) {",
-        "int64_t v = (int64_t)in1[k];",
-        "if (v < 0) v += n;",
-        copy("d + k * inner", "s + v * inner", inner, x.ctype),
-        "}", "}", "return 0;"])
+    return render("gather_gather.c.j2", outer=cprod(x.dims[:axis]), n=x.dims[axis], inner=inner, ni=ind.numel(),
+                  T=x.ctype, check=lambda v, n: _check(ctx, v, n),
+                  copy_row=copy("d + k * inner", "s + v * inner", inner, x.ctype))
 
 
-def _coords(lines: list[str], dims: list[str], upto: int, row: str = "row") -> None:
-    """Declare c0..c{upto-1}: the coordinates of ``row`` over ``dims[:upto]`` (row-major)."""
-    lines.append(f"int64_t rem = {row};")
-    for a in range(upto - 1, -1, -1):
-        lines.append(f"const int64_t c{a} = rem % ({dims[a]}); rem /= ({dims[a]});")
-    lines.append("(void)rem;")
-
-
-@kernel("GatherElements", types=MOVES)
-def gather_elements(ctx: KernelCtx) -> str:
+def _elements(ctx: KernelCtx, store: Callable[[str], str] | None = None) -> str:
+    """GatherElements, or ScatterElements when ``store`` is given (the statement combining an update into
+    the output element at C offset ``off``): C over every index element."""
     x, ind = ctx.ins[0], ctx.ins[1]
     r = x.rank
     axis = ctx.node.attr("axis", 0)
     axis = axis + r if axis < 0 else axis
     xs = x.strides()
     last = r - 1
-    lines = [f"const int64_t rows = {cprod(ind.dims[:-1])}, w = {ind.dims[-1]}, n = {x.dims[axis]};",
-             "for (int64_t row = 0; row < rows; row++) {"]
-    _coords(lines, ind.dims, last)
     base = " + ".join([f"c{a} * ({xs[a]})" for a in range(last) if a != axis] or ["0"])
-    lines += [f"const int64_t base = {base};", "for (int64_t j = 0; j < w; j++) {",
-              "int64_t v = (int64_t)in1[row * w + j];", _check(ctx, "v", "n")]
     off = "base + v" if axis == last else f"base + v * ({xs[axis]}) + j"
-    lines += [f"out0[row * w + j] = in0[{off}];", "}", "}", "return 0;"]
-    return "\n".join(lines)
+    prelude = copy("out0", "in0", x.numel(), x.ctype) if store is not None else ""
+    stmt = f"out0[row * w + j] = in0[{off}];" if store is None else store(off)
+    coords = [{"i": a, "dim": ind.dims[a]} for a in range(last - 1, -1, -1)]
+    return render("gather_elements.c.j2", prelude=prelude, rows=cprod(ind.dims[:-1]), w=ind.dims[-1],
+                  n=x.dims[axis], coords=coords, base=base, store=stmt, check=lambda v, n: _check(ctx, v, n))
+
+
+@kernel("GatherElements", types=MOVES)
+def gather_elements(ctx: KernelCtx) -> str:
+    return _elements(ctx)
+
+
+def _comps(ctx: KernelCtx, dims: list[str], k: int) -> list[dict]:
+    """The index-tuple components: each one's axis size and the stride of that axis (in elements)."""
+    return [{"dim": dims[j], "stride": cprod(dims[j + 1:])} for j in range(k)]
 
 
 @kernel("GatherND", types=MOVES)
@@ -79,15 +73,9 @@ def gather_nd(ctx: KernelCtx) -> str:
     x, ind = ctx.ins[0], ctx.ins[1]
     b, k, _ = gathernd_shape(ctx.node, x.shape, ind.shape)
     sl = cprod(x.dims[b + k:])
-    lines = [f"const int64_t nb = {cprod(x.dims[:b])}, cnt = {cprod(ind.dims[b:-1])};",
-             f"const int64_t sl = {sl}, bstride = {cprod(x.dims[b:])};",
-             "for (int64_t bi = 0; bi < nb; bi++) {", "for (int64_t t = 0; t < cnt; t++) {",
-             "const int64_t e = bi * cnt + t;", "int64_t off = bi * bstride, v;"]
-    for j in range(k):
-        lines += [f"v = (int64_t)in1[e * {k} + {j}];", _check(ctx, "v", x.dims[b + j]),
-                  f"off += v * ({cprod(x.dims[b + j + 1:])});"]
-    lines += [copy("out0 + e * sl", "in0 + off", sl, x.ctype), "}", "}", "return 0;"]
-    return "\n".join(lines)
+    return render("gather_nd.c.j2", scatter=False, nb=cprod(x.dims[:b]), cnt=cprod(ind.dims[b:-1]), sl=sl,
+                  bstride=cprod(x.dims[b:]), comps=_comps(ctx, x.dims[b:], k), check=lambda v, n: _check(ctx, v, n),
+                  copy_slice=copy("out0 + e * sl", "in0 + off", sl, x.ctype))
 
 
 def _copy_only_reduction(node: Node) -> str | None:
@@ -123,37 +111,15 @@ def scatter_nd(ctx: KernelCtx) -> str:
     if x.dtype in half.HALF:
         half.use(ctx)
     k = int(ind.shape[-1])
-    sl = cprod(x.dims[k:])
-    lines = [copy("out0", "in0", x.numel(), x.ctype),
-             f"const int64_t cnt = {cprod(ind.dims[:-1])}, sl = {sl};",
-             "for (int64_t t = 0; t < cnt; t++) {", "int64_t off = 0, v;"]
-    for j in range(k):
-        lines += [f"v = (int64_t)in1[t * {k} + {j}];", _check(ctx, "v", x.dims[j]),
-                  f"off += v * ({cprod(x.dims[j + 1:])});"]
-    lines += [f"{x.ctype} *restrict d = out0 + off;", "const " + x.ctype + " *restrict u = in2 + t * sl;",
-              "for (int64_t i = 0; i < sl; i++) { " + _combine(red, "d[i]", "u[i]", x.dtype) + " }",
-              "}", "return 0;"]
-    return "\n".join(lines)
+    return render("gather_nd.c.j2", scatter=True, prelude=copy("out0", "in0", x.numel(), x.ctype),
+                  cnt=cprod(ind.dims[:-1]), sl=cprod(x.dims[k:]), comps=_comps(ctx, x.dims, k), T=x.ctype,
+                  check=lambda v, n: _check(ctx, v, n), combine=_combine(red, "d[i]", "u[i]", x.dtype))
 
 
 @kernel("ScatterElements", "Scatter", types=MOVES, accepts=_copy_only_reduction)
 def scatter_elements(ctx: KernelCtx) -> str:
-    x, ind = ctx.ins[0], ctx.ins[1]
+    x = ctx.ins[0]
     red = scatter_reduction(ctx.node)
     if x.dtype in half.HALF:
         half.use(ctx)
-    r = x.rank
-    axis = ctx.node.attr("axis", 0)
-    axis = axis + r if axis < 0 else axis
-    xs = x.strides()
-    last = r - 1
-    lines = [copy("out0", "in0", x.numel(), x.ctype),
-             f"const int64_t rows = {cprod(ind.dims[:-1])}, w = {ind.dims[-1]}, n = {x.dims[axis]};",
-             "for (int64_t row = 0; row < rows; row++) {"]
-    _coords(lines, ind.dims, last)
-    base = " + ".join([f"c{a} * ({xs[a]})" for a in range(last) if a != axis] or ["0"])
-    off = "base + v" if axis == last else f"base + v * ({xs[axis]}) + j"
-    lines += [f"const int64_t base = {base};", "for (int64_t j = 0; j < w; j++) {",
-              "int64_t v = (int64_t)in1[row * w + j];", _check(ctx, "v", "n"),
-              _combine(red, f"out0[{off}]", "in2[row * w + j]", x.dtype), "}", "}", "return 0;"]
-    return "\n".join(lines)
+    return _elements(ctx, lambda off: _combine(red, f"out0[{off}]", "in2[row * w + j]", x.dtype))

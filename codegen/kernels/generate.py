@@ -4,6 +4,8 @@ tensors written from the bound dimension variables), ConstantOfShape, Range, One
 Shape, Size and SymValue normally fold away or go dead; their kernels exist for symbolic shapes whose
 values a later op reads at run time. Constant always folds and needs no kernel. ConstantOfShape,
 Range and OneHot whose shape/limits/depth are known only at run time have shape functions.
+
+The C structure is in templates/generate_*.c.j2; this module computes the values it is rendered with.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 from onnxc.ir import DType, Node
 from onnxc.passes.shapes.shape_ops import SYM_DOMAIN, fill_value, range_stash, shape_range
 
+from ..templating import render
 from . import dynshape as ds
 from . import half
 from .base import KernelCtx, kernel
@@ -55,9 +58,7 @@ def _cos_shape(ctx: KernelCtx) -> str:
 @kernel("ConstantOfShape", types=MOVABLE - {DType.BFLOAT16}, typed="out0", shape_fn=_cos_shape)
 def constant_of_shape(ctx: KernelCtx) -> str:
     y = ctx.outs[0]
-    v = clit(fill_value(ctx.node)[0], y.dtype)
-    return (f"const int64_t n = {y.numel()};\n"
-            f"for (int64_t i = 0; i < n; i++) out0[i] = {v};\nreturn 0;")
+    return render("generate_fill.c.j2", n=y.numel(), value=clit(fill_value(ctx.node)[0], y.dtype))
 
 
 def _range_shape(ctx: KernelCtx) -> str:
@@ -92,10 +93,8 @@ def _half_range(ctx: KernelCtx) -> str:
         out = half.store(dt, "start + p")
     else:  # double -> float16 directly; bfloat16 through float (as ml_dtypes converts)
         out = "onnxc_d2h(start + p)" if dt == DType.FLOAT16 else "onnxc_f2bf((float)(start + p))"
-    return (f"const {st} start = {half.load(dt, 'in0[0]')}, delta = {half.load(dt, 'in2[0]')};\n"
-            f"const int64_t n = {ctx.outs[0].numel()};\n"
-            f"for (int64_t i = 0; i < n; i++) {{ volatile {st} p = ({st})i * delta; out0[i] = {out}; }}\n"
-            "return 0;")
+    return render("generate_range.c.j2", half=True, T=st, start=half.load(dt, "in0[0]"), delta=half.load(dt, "in2[0]"),
+                  n=ctx.outs[0].numel(), check=False, store=out)
 
 
 @kernel("Range", types=RANGE_TYPES, shape_fn=_range_shape)
@@ -104,18 +103,12 @@ def range_kernel(ctx: KernelCtx) -> str:
         return _half_range(ctx)
     y = ctx.outs[0]
     t = y.ctype
-    check = ""
     if y.dtype.is_float:  # like the reference (numpy arange): start + i * delta in double
         value = f"({t})((double)start + (double)i * (double)delta)"
-        # a count inferred from dims (a dim cast to float, passes/shapes/shape_ops.py) must be the data's
-        check = ("const double c_ = ceil(((double)in1[0] - (double)start) / (double)delta);\n"
-                 "if (c_ != (double)n && !(c_ <= 0 && n == 0)) return onnxc_fail(rt, ONNXC_ERR_RUNTIME, "
-                 f"\"%s: the range has %g elements, its shape says %lld\", {ctx.who}, c_, (long long)n);\n")
     else:
         value = f"({t})(start + ({t})i * delta)"
-    return (f"const {t} start = in0[0], delta = in2[0];\n"
-            f"const int64_t n = {y.numel()};\n{check}"
-            f"for (int64_t i = 0; i < n; i++) out0[i] = {value};\nreturn 0;")
+    return render("generate_range.c.j2", half=False, T=t, n=y.numel(), check=y.dtype.is_float, who=ctx.who,
+                  value=value)
 
 
 def _onehot_shape(ctx: KernelCtx) -> str:
@@ -144,20 +137,9 @@ def onehot(ctx: KernelCtx) -> str:
     ind, y = ctx.ins[0], ctx.outs[0]
     axis = ctx.node.attr("axis", -1)
     axis = axis + y.rank if axis < 0 else axis
-    lines = [f"const {y.ctype} off = in2[0], on = in2[1];",
-             f"const int64_t depth = {y.dims[axis]}, outer = {cprod(ind.dims[:axis])}, "
-             f"inner = {cprod(ind.dims[axis:])};",
-             f"for (int64_t i = 0; i < {y.numel()}; i++) out0[i] = off;",
-             "for (int64_t o = 0; o < outer; o++) {", "for (int64_t j = 0; j < inner; j++) {"]
-    if ind.dtype.is_float:
-        lines += [f"double fv = (double){half.load(ind.dtype, 'in0[o * inner + j]')};", "if (fv < 0) fv += (double)depth;",
-                  "if (!(fv >= 0 && fv < (double)depth)) continue;",
-                  "const int64_t v = (int64_t)fv;", "if ((double)v != fv) continue;"]
-    else:
-        lines += ["int64_t v = (int64_t)in0[o * inner + j];", "if (v < 0) v += depth;",
-                  "if (v < 0 || v >= depth) continue;"]
-    lines += ["out0[(o * depth + v) * inner + j] = on;", "}", "}", "return 0;"]
-    return "\n".join(lines)
+    return render("generate_onehot.c.j2", T=y.ctype, depth=y.dims[axis], outer=cprod(ind.dims[:axis]),
+                  inner=cprod(ind.dims[axis:]), n=y.numel(), float_index=ind.dtype.is_float,
+                  load_index=half.load(ind.dtype, "in0[o * inner + j]"))
 
 
 @kernel("Trilu", types=MOVABLE)
@@ -165,35 +147,18 @@ def trilu(ctx: KernelCtx) -> str:
     x = ctx.ins[0]
     k = "(int64_t)in1[0]" if len(ctx.ins) > 1 and ctx.ins[1] is not None else "0"
     upper = bool(ctx.attr("upper", 1))
-    zero = clit(0, x.dtype)
     # per row i: upper keeps columns j >= i + k, lower keeps j <= i + k
     split = "i + k" if upper else "i + k + 1"
-    first, second = ("zero", "copy") if upper else ("copy", "zero")
-
-    def part(kind: str, lo: str, hi: str) -> str:
-        if kind == "zero":
-            return f"for (int64_t j = {lo}; j < {hi}; j++) d[j] = {zero};"
-        return copy(f"d + {lo}", f"s + {lo}", f"{hi} - {lo}", x.ctype)
-
-    return "\n".join([
-        f"const int64_t k = {k};",
-        f"const int64_t nb = {cprod(x.dims[:-2])}, rows = {x.dims[-2]}, cols = {x.dims[-1]};",
-        "for (int64_t b = 0; b < nb; b++) {", "for (int64_t i = 0; i < rows; i++) {",
-        f"const {x.ctype} *restrict s = in0 + (b * rows + i) * cols;",
-        f"{x.ctype} *restrict d = out0 + (b * rows + i) * cols;",
-        f"int64_t m = {split}; if (m < 0) m = 0; if (m > cols) m = cols;",
-        part(first, "0", "m"), part(second, "m", "cols"),
-        "}", "}", "return 0;"])
+    zeros = [{"zero": True, "lo": "0", "hi": "m"}, {"zero": True, "lo": "m", "hi": "cols"}]
+    copies = [{"zero": False, "stmt": copy(f"d + {lo}", f"s + {lo}", f"{hi} - {lo}", x.ctype)}
+              for lo, hi in (("0", "m"), ("m", "cols"))]
+    parts = [zeros[0], copies[1]] if upper else [copies[0], zeros[1]]
+    return render("generate_trilu.c.j2", k=k, nb=cprod(x.dims[:-2]), rows=x.dims[-2], cols=x.dims[-1], T=x.ctype,
+                  split=split, parts=parts, zero=clit(0, x.dtype))
 
 
 @kernel("EyeLike", types=MOVABLE, typed="out0")
 def eyelike(ctx: KernelCtx) -> str:
     y = ctx.outs[0]
-    k = int(ctx.attr("k", 0))
-    return "\n".join([
-        f"const int64_t rows = {y.dims[0]}, cols = {y.dims[1]};",
-        f"for (int64_t i = 0; i < rows * cols; i++) out0[i] = {clit(0, y.dtype)};",
-        "for (int64_t i = 0; i < rows; i++) {",
-        f"const int64_t j = i + ({k});",
-        f"if (j >= 0 && j < cols) out0[i * cols + j] = {clit(1, y.dtype)};",
-        "}", "return 0;"])
+    return render("generate_eyelike.c.j2", rows=y.dims[0], cols=y.dims[1], k=int(ctx.attr("k", 0)),
+                  zero=clit(0, y.dtype), one=clit(1, y.dtype))

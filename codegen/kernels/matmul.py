@@ -5,27 +5,30 @@ batch axes, A's batch folds into the rows of one big GEMM. Integer MatMul/Gemm u
 loop that wraps in the element width (unsigned arithmetic, no undefined overflow).
 Gemm first writes beta * C (broadcast) into Y, then accumulates alpha * op(A) op(B) with beta = 1.
 float16/bfloat16 use the kernels of matmul_half.py, which round like the reference (numpy).
+
+The C structure is in templates/matmul_*.c.j2; this module computes the values it is rendered with.
 """
 
 from __future__ import annotations
 
 from onnxc.ir import DType
 
+from ..templating import render
 from . import half
 from .base import KernelCtx, Operand, kernel
 from .epilogue import Epilogue, epilogue, rows_epilogue
 from .gemv import gemv_body  # small-M products with a constant B (runtime_c/onnxc_gemv.h)
 from .matmul_half import gemm_epilogue, half_mm
 from .nncommon import FLOATS, GEMM_INTS, dtype_accepts, gemm_call, gemm_expr, lit, prod
-from .parfor import par_for
+from .parcall import par_call
 from .sgemm_call import sgemm_stmt
 
 
 def _epilogue(ctx: KernelCtx, dt: DType) -> tuple[Epilogue, str | None]:
-    """The fused epilogue a fusion pass asked for (epilogue.py) and the residual pointer; float/double only."""
+    """The fused epilogue a fusion pass requested (epilogue.py) and the residual pointer; float/double only."""
     ep = epilogue(ctx)
     if ep.active and dt not in FLOATS:
-        raise ValueError(f"a fused activation/residual/bias is not supported for element type {dt.short}")
+        raise NotImplementedError(f"a fused activation/residual/bias is not supported for element type {dt.short}")
     return ep, None if ep.residual is None else f"in{ep.residual}"
 
 
@@ -33,19 +36,7 @@ def int_gemm_helper(ctx: KernelCtx, dt: DType) -> str:
     """Name of a static C function computing an integer GEMM with arbitrary strides (C = A B)."""
     c, u = dt.c, ("uint64_t" if dt.itemsize == 8 else "uint32_t")
     name = f"onnxc_igemm_{dt.short}"
-    ctx.helper(name, f"""static void {name}(int64_t M, int64_t N, int64_t K, const {c} *A, int64_t sam, int64_t sak,
-        const {c} *B, int64_t sbk, int64_t sbn, {c} *C, int64_t ldc) {{
-    for (int64_t i = 0; i < M; i++) {{
-        {u} *restrict y = ({u} *)(C + i * ldc);
-        for (int64_t j = 0; j < N; j++) y[j] = 0;
-        for (int64_t k = 0; k < K; k++) {{
-            const {u} a = ({u})A[i * sam + k * sak];
-            const {c} *b = B + k * sbk;
-#pragma omp simd
-            for (int64_t j = 0; j < N; j++) y[j] += a * ({u})b[j * sbn];
-        }}
-    }}
-}}""")
+    ctx.helper(name, render("matmul_igemm.c.j2", name=name, T=c, U=u).rstrip("\n"))
     return name
 
 
@@ -89,47 +80,28 @@ def matmul(ctx: KernelCtx) -> str:
         return "\n".join(lines)
     nb = max(len(abatch), len(bbatch))
     odims = list(y.dims[:nb])
-    head = [*lines, "const int64_t MK = M * K, KN = K * N, MN = M * N;"]
+    axes = [{"i": ax, "dim": odims[ax]} for ax in range(nb)]
     # per-axis batch strides (in matrices) of A and B; 0 where the operand broadcasts
-    for name, dims in (("a", abatch), ("b", bbatch)):
+    for name, dims in (("sa", abatch), ("sb", bbatch)):
         off = nb - len(dims)
         acc = "1"
-        strides = ["0"] * nb
+        for ax in range(nb):
+            axes[ax][name] = "0"
         for ax in range(len(dims) - 1, -1, -1):
             d = dims[ax]
-            strides[ax + off] = "0" if d == "1" else (acc if d == odims[ax + off] else f"(({d}) == 1 ? 0 : {acc})")
+            axes[ax + off][name] = "0" if d == "1" else (acc if d == odims[ax + off] else f"(({d}) == 1 ? 0 : {acc})")
             acc = d if acc == "1" else f"{acc} * ({d})"
-        for ax in range(nb):
-            head.append(f"const int64_t s{name}{ax} = {strides[ax]};")
-    # one flat loop over the output batch; small matrices run on the pool across the batch (whenever
-    # there are two), large ones use the GEMM's own threads
-    head += [f"const int64_t NB = {prod(odims)};",
-             "const int inner = M * N * K >= 65536 || NB == 1;",
-             "(void)MK; (void)KN; (void)MN; (void)inner;"]
-    body = ["    int64_t r = bi, oa = 0, ob = 0, i;"]
-    for ax in range(nb - 1, -1, -1):
-        body.append(f"    i = r % ({odims[ax]}); r /= ({odims[ax]}); oa += i * sa{ax}; ob += i * sb{ax};")
-    body += ["    (void)r; (void)i;",
-             f"    const {dt.c} *pa = in0 + oa * MK;",
-             f"    const {dt.c} *pb = in1 + ob * KN;",
-             f"    {dt.c} *py = out0 + bi * MN;"]
-    fail = "__atomic_store_n(bad, 1, __ATOMIC_RELAXED);"
+    threads = "inner ? rt->threads : 1"
     if dt in FLOATS:
         call = gemm_expr(ctx, dt, "0", "0", "M", "N", "K", lit(1.0, dt), "pa", "K", "pb", "N", lit(0.0, dt), "py",
-                         "N", threads="inner ? rt->threads : 1")
-        body.append(f"    if ({call}) {fail}")
+                         "N", threads=threads)
     elif dt in half.HALF:
-        call = half_mm(ctx, dt, False, False, "M", "N", "K", "pa", "K", "pb", "N", "py",
-                       threads="inner ? rt->threads : 1")
-        body.append(f"    if ({call}) {fail}")
+        call = half_mm(ctx, dt, False, False, "M", "N", "K", "pa", "K", "pb", "N", "py", threads=threads)
     else:
-        body.append("    " + _mm(ctx, dt, False, False, "M", "N", "K", "pa", "K", "pb", "N", "py", "N"))
-    lines = [*head, "int bad_ = 0, *bad = &bad_;", "(void)bad;"]
-    lines += par_for(ctx, "bi", "NB", body, work="inner ? 1 : NB", grain=1, head=head, captures=[("int *", "bad")])
-    lines += ["if (bad_) return onnxc_fail(rt, ONNXC_ERR_MEMORY, \"out of memory in MatMul\");"]
-    lines += rows_epilogue(ep, dt, "out0", "NB * M", "N", res)
-    lines.append("return 0;")
-    return "\n".join(lines)
+        call = _mm(ctx, dt, False, False, "M", "N", "K", "pa", "K", "pb", "N", "py", "N")
+    return render("matmul_batched.c.j2", M=m, N=n, K=k, axes=axes, NB=prod(odims), T=dt.c, call=call,
+                  fallible=dt in FLOATS or dt in half.HALF, epilogue=rows_epilogue(ep, dt, "out0", "NB * M", "N", res),
+                  par=par_call(ctx))
 
 
 def _c_vector(c: Operand, y: Operand) -> bool | None:
@@ -143,19 +115,13 @@ def _c_vector(c: Operand, y: Operand) -> bool | None:
     return None
 
 
-def _fill_c(c: Operand, y: Operand, beta: str, dt: DType) -> list[str]:
+def _fill_c(c: Operand, y: Operand, beta: str, dt: DType) -> str:
     """Loops writing Y = beta * C with C broadcast (unidirectionally) to Y's [M, N]."""
     cd = ["1"] * (2 - c.rank) + list(c.dims)
     si = "0" if cd[0] == "1" else (cd[1] if cd[0] == y.dims[0] else f"(({cd[0]}) == 1 ? 0 : {cd[1]})")
     sj = "0" if cd[1] == "1" else ("1" if cd[1] == y.dims[1] else f"(({cd[1]}) == 1 ? 0 : 1)")
-    scale = "" if beta in ("1.0f", "1.0") else f"{beta} * "
-    return [f"const int64_t csi = {si}, csj = {sj};",
-            "for (int64_t i = 0; i < M; i++) {",
-            f"    {dt.c} *restrict yr = out0 + i * N;",
-            f"    const {dt.c} *cr = in2 + i * csi;",
-            "#pragma omp simd",
-            f"    for (int64_t j = 0; j < N; j++) yr[j] = {scale}cr[j * csj];",
-            "}"]
+    mul = "" if beta in ("1.0f", "1.0") else f"{beta} * "
+    return render("matmul_gemm_c.c.j2", has_c=True, si=si, sj=sj, scale=False, T=dt.c, mul=mul).rstrip("\n")
 
 
 @kernel("Gemm", types=FLOATS | half.HALF | GEMM_INTS, accepts=dtype_accepts(FLOATS | half.HALF | GEMM_INTS, (1,)))
@@ -185,7 +151,7 @@ def gemm(ctx: KernelCtx) -> str:
             lines.append("return 0;")
             return "\n".join(lines)
         if has_c:
-            lines += _fill_c(c, y, lit(beta, dt), dt)
+            lines.append(_fill_c(c, y, lit(beta, dt), dt))
         if dt == DType.FLOAT:  # constant B packed at compile time, epilogue fused
             lines.append(sgemm_stmt(ctx, "M", "N", "K", lit(alpha, dt), "in0", a.dims[1], ta, 1, tb,
                                     lit(1.0 if has_c else 0.0, dt), "out0", "N", ep))
@@ -198,15 +164,14 @@ def gemm(ctx: KernelCtx) -> str:
     # integers: Y = A B, then Y = alpha * Y + beta * C in double, truncated like numpy's astype
     lines.append(_mm(ctx, dt, ta, tb, "M", "N", "K", "in0", a.dims[1], "in1", b.dims[1], "out0", "N"))
     if alpha != 1 or (c is not None and beta != 0):
-        cterm = "0"
-        if c is not None and beta != 0:
+        has_c = c is not None and beta != 0
+        si = sj = cterm = "0"
+        if has_c:
             cd = ["1"] * (2 - c.rank) + list(c.dims)
             si = "0" if cd[0] == "1" else f"(({cd[0]}) == 1 ? 0 : {cd[1]})"
             sj = "0" if cd[1] == "1" else f"(({cd[1]}) == 1 ? 0 : 1)"
-            lines.append(f"const int64_t csi = {si}, csj = {sj};")
             cterm = f"{beta!r} * (double)in2[i * csi + j * csj]"
-        lines += ["for (int64_t i = 0; i < M; i++)",
-                  "    for (int64_t j = 0; j < N; j++)",
-                  f"        out0[i * N + j] = ({dt.c})({alpha!r} * (double)out0[i * N + j] + {cterm});"]
+        lines.append(render("matmul_gemm_c.c.j2", has_c=has_c, si=si, sj=sj, scale=True, T=dt.c, alpha=repr(alpha),
+                            cterm=cterm).rstrip("\n"))
     lines.append("return 0;")
     return "\n".join(lines)

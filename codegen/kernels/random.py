@@ -8,6 +8,8 @@ masks for Dropout. So a seeded node gives exactly the reference's values. Withou
 draws a fresh one.
 Multinomial has no reference implementation; it samples by inverting the cumulative distribution
 of ``exp(x - max(x))`` per batch row with the same generator.
+
+The C structure is in templates/random_*.c.j2; this module computes the values it is rendered with.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import numpy as np
 from onnxc.ir import DType, Node, TensorType
 from onnxc.passes.shapes.random import seed_of
 
+from ..templating import render
 from . import dynshape as ds
 from . import half
 from .base import KernelCtx, kernel
@@ -59,12 +62,8 @@ def _f32(*xs: float) -> list[float]:
 
 def _fill(ctx: KernelCtx, draw: str, scale: float, shift: float) -> str:
     y = ctx.outs[0]
-    return "\n".join([seed_state(ctx, seed_of(ctx.node)),
-                      f"const int64_t n = {y.numel()};",
-                      "for (int64_t i = 0; i < n; i++) {",
-                      f"    const double d = {draw};",
-                      f"    out0[i] = {affine(y.dtype, 'd', scale, shift)};",
-                      "}", "return 0;"])
+    return render("random_fill.c.j2", seed=seed_state(ctx, seed_of(ctx.node)), n=y.numel(), draw=draw,
+                  value=affine(y.dtype, "d", scale, shift))
 
 
 @kernel("RandomUniform", "RandomUniformLike", types=FLOATS, typed="out0")
@@ -90,56 +89,15 @@ def _from_bit(dt: DType, b: str) -> str:
 @kernel("Bernoulli", types=FLOATS)  # the probabilities' type; any output type
 def bernoulli(ctx: KernelCtx) -> str:
     x, y = ctx.ins[0], ctx.outs[0]
-    return "\n".join([
-        seed_state(ctx, seed_of(ctx.node)),
-        f"const int64_t n = {x.numel()};",
-        "for (int64_t i = 0; i < n; i++) {",
-        f"    const double p = (double){half.load(x.dtype, 'in0[i]')};",
-        "    if (!(p >= 0.0 && p <= 1.0))",
-        "        return onnxc_fail(rt, ONNXC_ERR_RUNTIME, \"%s: probability %g at element %lld is outside "
-        f"[0, 1]\", {ds.who(ctx)}, p, (long long)i);",
-        f"    out0[i] = {_from_bit(y.dtype, 'onnxc_mt_bernoulli(&st, p)')};",
-        "}", "return 0;"])
+    return render("random_bernoulli.c.j2", seed=seed_state(ctx, seed_of(ctx.node)), n=x.numel(),
+                  load_p=half.load(x.dtype, "in0[i]"), who=ds.who(ctx), bit=_from_bit(y.dtype, "onnxc_mt_bernoulli(&st, p)"))
 
 
 @kernel("Multinomial", types=FLOATS)
 def multinomial(ctx: KernelCtx) -> str:
     x, y = ctx.ins[0], ctx.outs[0]
-    who = ds.who(ctx)
-    fail = "return onnxc_fail(rt, ONNXC_ERR_RUNTIME, \"%s: {}\", " + who + ", (long long)b);"
-    return "\n".join([
-        f"const int64_t B = {x.dims[0]}, C = {x.dims[1]}, S = {y.dims[1]};",
-        "if (B == 0) return 0;",
-        "if (C == 0) return onnxc_fail(rt, ONNXC_ERR_RUNTIME, \"%s: class_size is 0, nothing to sample\", "
-        f"{who});",
-        seed_state(ctx, seed_of(ctx.node)),
-        "double *cum = onnxc_alloc((size_t)C * sizeof(double));",
-        f"if (!cum) return onnxc_fail(rt, ONNXC_ERR_MEMORY, \"%s: out of memory\", {who});",
-        "for (int64_t b = 0; b < B; b++) {",
-        f"    const {x.ctype} *restrict xb = in0 + b * C;",
-        "    double m = -INFINITY;",
-        "    for (int64_t k = 0; k < C; k++) {",
-        f"        const double v = (double){half.load(x.dtype, 'xb[k]')};",
-        "        if (isnan(v)) { free(cum); " + fail.format("row %lld has a NaN log-probability") + " }",
-        "        if (v > m) m = v;",
-        "    }",
-        "    double acc = 0.0;",
-        "    for (int64_t k = 0; k < C; k++) {",
-        f"        acc += exp((double){half.load(x.dtype, 'xb[k]')} - m);",
-        "        cum[k] = acc;",
-        "    }",
-        "    if (!(acc > 0.0) || !isfinite(acc)) { free(cum); "
-        + fail.format("row %lld has no outcome of finite positive probability") + " }",
-        f"    {y.ctype} *restrict yb = out0 + b * S;",
-        "    for (int64_t s = 0; s < S; s++) {",
-        "        const double u = onnxc_mt_double(&st) * acc;",
-        "        int64_t lo = 0, hi = C - 1;  /* first k with cum[k] > u */",
-        "        while (lo < hi) { const int64_t mid = lo + (hi - lo) / 2; if (cum[mid] > u) hi = mid; "
-        "else lo = mid + 1; }",
-        f"        yb[s] = ({y.ctype})lo;",
-        "    }",
-        "}",
-        "free(cum);", "return 0;"])
+    return render("random_multinomial.c.j2", B=x.dims[0], C=x.dims[1], S=y.dims[1], who=ds.who(ctx),
+                  seed=seed_state(ctx, seed_of(ctx.node)), T=x.ctype, load_x=half.load(x.dtype, "xb[k]"), Y=y.ctype)
 
 
 # -- Dropout, training mode ---------------------------------------------------------------------
@@ -172,22 +130,8 @@ def dropout_training(ctx: KernelCtx) -> str:
     mask = len(ctx.outs) > 1
     rt = DType.DOUBLE if r is not None and r.dtype == DType.DOUBLE else DType.FLOAT
     ct = DType.DOUBLE if DType.DOUBLE in (rt, x.dtype) else DType.FLOAT
-    n = x.numel()
-    ones = ["for (int64_t i = 0; i < n; i++) out1[i] = true;"] if mask else []
     kept = f"({ct.c}){half.load(x.dtype, 'in0[i]')} * ({ct.c})m * ({ct.c})scale"
-    return "\n".join([
-        f"const int64_t n = {n};",
-        "const bool train = in2[0];",
-        f"const double r = {'(double)' + half.load(r.dtype, 'in1[0]') if r is not None else '0.5'};",
-        "if (!train || r == 0.0) {",
-        copy("out0", "in0", "n", x.ctype), *ones, "return 0;", "}",
-        "if (!(r > 0.0 && r < 1.0))",
-        "    return onnxc_fail(rt, ONNXC_ERR_RUNTIME, \"%s: ratio %g must be in [0, 1) in training mode\", "
-        f"{ds.who(ctx)}, r);",
-        f"const {rt.c} scale = ({rt.c})1 / (({rt.c})1 - ({rt.c})r);",
-        seed_state(ctx, seed_of(ctx.node)),
-        "for (int64_t i = 0; i < n; i++) {",
-        "    const int m = onnxc_mt_double(&st) >= r;",
-        f"    out0[i] = {half.store(x.dtype, kept)};",
-        *(["    out1[i] = m != 0;"] if mask else []),
-        "}", "return 0;"])
+    n = x.numel()
+    return render("random_dropout.c.j2", n=n, ratio="(double)" + half.load(r.dtype, "in1[0]") if r is not None else "0.5",
+                  copy_all=copy("out0", "in0", "n", x.ctype), mask=mask, who=ds.who(ctx), RT=rt.c,
+                  seed=seed_state(ctx, seed_of(ctx.node)), kept=half.store(x.dtype, kept))

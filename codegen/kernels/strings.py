@@ -15,6 +15,8 @@ thread: the pool is not shared between threads.
   code point by code point) as the spec says, then upper- or lower-cases with the node's locale
   (else C.UTF-8). All elements dropped gives one empty string. Unlike onnx.reference it neither
   splits elements into words nor strips accents, which the spec does not ask for.
+
+The C structure is in templates/strings_*.c.j2; this module computes the values it is rendered with.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from __future__ import annotations
 from onnxc.ir import DType, Node, TensorType
 from onnxc.passes.shapes.strings import normalizer_args, split_args
 
-from ..templating import c_string
+from ..templating import c_string, render
 from . import dynshape as ds
 from . import elementwise  # noqa: F401  (registers the numeric Equal that the string variant wraps)
 from .base import KERNELS, KernelCtx, kernel
@@ -48,7 +50,6 @@ def broadcast_elements(ctx: KernelCtx, body: str) -> str:
     """C running ``body`` for each output element ``i`` in order, with ``o<k>`` the element offset of
     input ``k`` under numpy broadcasting (run-time checked where dims are symbolic)."""
     y, ins, r = ctx.outs[0], ctx.ins, ctx.outs[0].rank
-    offs = ", ".join(f"o{k} = 0" for k in range(len(ins)))
     flat = []  # without broadcasting: each input is read at i (same shape) or at 0 (one element)
     for x in ins:
         if tuple(x.shape) == tuple(y.shape):
@@ -57,9 +58,8 @@ def broadcast_elements(ctx: KernelCtx, body: str) -> str:
             flat.append("0")
     if r == 0 or len(flat) == len(ins):
         offs = ", ".join(f"o{k} = {o}" for k, o in enumerate(flat)) if flat else "o0 = 0"
-        return "\n".join([f"for (int64_t i = 0; i < {y.numel()}; i++) {{", f"const int64_t {offs};",
-                          body, "}", "return 0;"])
-    lines = [f"const int64_t n_[{r}] = {{{', '.join(y.dims)}}};"]
+        return render("strings_broadcast.c.j2", flat=offs, total=y.numel(), body=body)
+    checks, strides = [], []
     for k, x in enumerate(ins):
         st, s = x.strides(), []
         for a in range(r):
@@ -71,17 +71,12 @@ def broadcast_elements(ctx: KernelCtx, body: str) -> str:
                 s.append("0")
             else:
                 s.append(f"(({x.dims[j]}) == 1 ? 0 : {st[j]})")
-                lines.append(f"if (({x.dims[j]}) != 1 && ({x.dims[j]}) != ({y.dims[a]})) return onnxc_fail(rt, "
-                             f"ONNXC_ERR_RUNTIME, \"%s: input {k} axis {j} has %lld elements, cannot broadcast to "
-                             f"%lld\", {who(ctx)}, (long long)({x.dims[j]}), (long long)({y.dims[a]}));")
-        lines.append(f"const int64_t s{k}_[{r}] = {{{', '.join(s)}}};")
-    step = " ".join(f"o{k} += s{k}_[a];" for k in range(len(ins)))
-    back = " ".join(f"o{k} -= s{k}_[a] * (n_[a] - 1);" for k in range(len(ins)))
-    lines += [f"int64_t c_[{r}] = {{0}}, {offs};", f"const int64_t total_ = {y.numel()};",
-              "for (int64_t i = 0; i < total_; i++) {", body,
-              f"for (int a = {r - 1}; a >= 0; a--) {{",
-              f"if (++c_[a] < n_[a]) {{ {step} break; }}", f"{back} c_[a] = 0;", "}", "}", "return 0;"]
-    return "\n".join(lines)
+                checks.append(f"if (({x.dims[j]}) != 1 && ({x.dims[j]}) != ({y.dims[a]})) return onnxc_fail(rt, "
+                              f"ONNXC_ERR_RUNTIME, \"%s: input {k} axis {j} has %lld elements, cannot broadcast to "
+                              f"%lld\", {who(ctx)}, (long long)({x.dims[j]}), (long long)({y.dims[a]}));")
+        strides.append(", ".join(s))
+    return render("strings_broadcast.c.j2", flat="", r=r, dims=", ".join(y.dims), checks=checks, strides=strides,
+                  offs=", ".join(f"o{k} = 0" for k in range(len(ins))), total=y.numel(), body=body)
 
 
 # -- Equal on strings -----------------------------------------------------------------------------
@@ -136,106 +131,62 @@ def regex_full_match(ctx: KernelCtx) -> str:
     ctx.helper("regex_h", "#include <regex.h>")
     include(ctx)
     flags = "REG_EXTENDED | REG_NOSUB" + (" | REG_ICASE" if tr.icase else "")
-    restore = "if (loc_) { uselocale(old_); freelocale(loc_); }"
-    lines = []
-    if tr.gnu:
-        lines += ["#ifndef __GLIBC__",
-                  f"return onnxc_fail(rt, ONNXC_ERR_RUNTIME, \"%s: word boundaries (\\\\b) need glibc's regex\", "
-                  f"{who(ctx)});", "#endif"]
-    lines += ["const locale_t loc_ = newlocale(LC_ALL_MASK, \"C.UTF-8\", (locale_t)0);",
-              "const locale_t old_ = loc_ ? uselocale(loc_) : (locale_t)0;",
-              "regex_t re_;",
-              f"const int e_ = regcomp(&re_, {c_string(tr.pattern)}, {flags});",
-              "if (e_) {", "char m_[256];", "regerror(e_, &re_, m_, sizeof m_);", restore,
-              f"return onnxc_fail(rt, ONNXC_ERR_RUNTIME, \"%s: cannot compile the pattern: %s\", {who(ctx)}, m_);",
-              "}",
-              f"for (int64_t i = 0; i < {ctx.ins[0].numel()}; i++) out0[i] = regexec(&re_, in0[i], 0, NULL, 0) == 0;",
-              "regfree(&re_);", restore, "return 0;"]
-    return "\n".join(lines)
+    return render("strings_regex.c.j2", gnu=tr.gnu, who=who(ctx), pattern=c_string(tr.pattern), flags=flags,
+                  n=ctx.ins[0].numel())
 
 
 # -- StringSplit ----------------------------------------------------------------------------------
 
-def _split_setup(ctx: KernelCtx) -> list[str]:
+def _split(ctx: KernelCtx, shape: bool) -> str:
+    """StringSplit, or its shape function."""
     include(ctx)  # onnxc_split_next
     delim, maxsplit = split_args(ctx.node)
-    d = str_lit(delim or "")
-    return [f"static const char delim_[] = {d};", "const size_t dlen_ = sizeof delim_ - 1;",
-            f"const int64_t n_ = {ctx.ins[0].numel()};", "const char *st_; size_t ln_;", f"const int64_t ms_ = {maxsplit};"]
+    y = ctx.outs[0]
+    return render("strings_split.c.j2", shape=shape, delim=str_lit(delim or ""), n=ctx.ins[0].numel(),
+                  maxsplit=maxsplit, bind=ds.bind(ctx, 0, [*y.dims[:-1], "m_"]) if shape else "", m=y.dims[-1],
+                  who=who(ctx))
 
 
 def _split_shape(ctx: KernelCtx) -> str:
-    return "\n".join([*_split_setup(ctx), "int64_t m_ = 0;", "for (int64_t i = 0; i < n_; i++) {",
-                      "const char *p_ = in0[i]; int64_t left_ = ms_, c_ = 0;",
-                      "while (onnxc_split_next(&p_, delim_, dlen_, &left_, &st_, &ln_)) c_++;",
-                      "if (c_ > m_) m_ = c_;", "}", ds.bind(ctx, 0, [*ctx.outs[0].dims[:-1], "m_"]), "return 0;"])
+    return _split(ctx, True)
 
 
 @kernel("StringSplit", shape_fn=_split_shape, types=STRING)
 def string_split(ctx: KernelCtx) -> str:
-    m = ctx.outs[0].dims[-1]
-    return "\n".join([
-        *_split_setup(ctx), f"const int64_t m_ = {m};", "for (int64_t i = 0; i < n_; i++) {",
-        "const char *p_ = in0[i]; int64_t left_ = ms_, c_ = 0;",
-        "while (onnxc_split_next(&p_, delim_, dlen_, &left_, &st_, &ln_)) {",
-        f"if (c_ >= m_) return onnxc_fail(rt, ONNXC_ERR_RUNTIME, \"%s: more pieces than the output holds\", {who(ctx)});",
-        "onnxc_str s_ = st_[ln_] == 0 ? st_ : onnxc_str_make(rt, st_, ln_);  /* a suffix is shared */",
-        f"if (!s_) return onnxc_str_oom(rt, {who(ctx)});",
-        "out0[i * m_ + c_++] = s_;", "}",
-        "out1[i] = c_;", "for (; c_ < m_; c_++) out0[i * m_ + c_] = \"\";", "}", "return 0;"])
+    return _split(ctx, False)
 
 
 # -- StringNormalizer -----------------------------------------------------------------------------
 
-def _normalizer_setup(ctx: KernelCtx) -> tuple[list[str], str | None]:
-    """C declaring ``loc_`` (the case-mapping locale, or 0) and the name of the stopword test."""
-    include(ctx)
-    action, sensitive, stops, loc = normalizer_args(ctx.node)
-    x = ctx.ins[0]
-    lines = []
-    if x.rank == 2 and x.shape[0] != 1:
-        lines.append(f"if (({x.dims[0]}) != 1) return onnxc_fail(rt, ONNXC_ERR_RUNTIME, \"%s: the input must have "
-                     f"shape [C] or [1, C], got %lld rows\", {who(ctx)}, (long long)({x.dims[0]}));")
-    need_locale = action != "NONE" or (stops and not sensitive)
-    lines.append(f"const locale_t loc_ = {'onnxc_locale(' + str_lit(loc or '') + ')' if need_locale else '(locale_t)0'};")
+def _stopword_test(ctx: KernelCtx) -> str | None:
+    """The name of the C function testing for a stopword (registered as a helper), or None."""
+    _, sensitive, stops, _ = normalizer_args(ctx.node)
     if not stops:
-        return lines, None
+        return None
     keys = sorted(set(stops), key=lambda s: s.encode("utf-8", "surrogateescape"))
     tab = table(ctx, "onnxc_str", [str_lit(s) for s in keys])
     fn = f"{tab}_{'stop' if sensitive else 'stopi'}"
-    if sensitive:
-        code = (f"static int {fn}(const char *s, locale_t loc) {{\n    (void)loc;\n    int64_t lo = 0, hi = {len(keys)};\n"
-                f"    while (lo < hi) {{\n        const int64_t mid = (lo + hi) / 2;\n        const int c = strcmp({tab}[mid], s);\n"
-                "        if (c == 0) return 1;\n        if (c < 0) lo = mid + 1; else hi = mid;\n    }\n    return 0;\n}")
-    else:
-        code = (f"static int {fn}(const char *s, locale_t loc) {{\n    for (int64_t k = 0; k < {len(keys)}; k++)\n"
-                f"        if (onnxc_utf8_caseeq(s, {tab}[k], loc)) return 1;\n    return 0;\n}}")
-    ctx.helper(fn, code)
-    return lines, fn
+    ctx.helper(fn, render("strings_stopwords.c.j2", fn=fn, sensitive=sensitive, n=len(keys), tab=tab))
+    return fn
+
+
+def _normalizer(ctx: KernelCtx, shape: bool) -> str:
+    """StringNormalizer, or its shape function."""
+    include(ctx)
+    action, sensitive, stops, loc = normalizer_args(ctx.node)
+    x, y = ctx.ins[0], ctx.outs[0]
+    need_locale = action != "NONE" or (stops and not sensitive)
+    locale = f"onnxc_locale({str_lit(loc or '')})" if need_locale else "(locale_t)0"
+    make = "in0[i]" if action == "NONE" else f"onnxc_str_case(rt, in0[i], {int(action == 'UPPER')}, loc_)"
+    return render("strings_normalizer.c.j2", shape=shape, rows_check=x.rank == 2 and x.shape[0] != 1,
+                  rows=x.dims[0] if x.rank else "", who=who(ctx), locale=locale, stop=_stopword_test(ctx), C=x.dims[-1], K=y.dims[-1],
+                  make=make, bind=ds.bind(ctx, 0, [*y.dims[:-1], "k_ ? k_ : 1"]) if shape else "")
 
 
 def _normalizer_shape(ctx: KernelCtx) -> str:
-    lines, stop = _normalizer_setup(ctx)
-    c = ctx.ins[0].dims[-1]
-    return "\n".join([*lines, "int64_t k_ = 0;", f"for (int64_t i = 0; i < {c}; i++) k_ += !{stop}(in0[i], loc_);",
-                      "onnxc_locale_free(loc_);", ds.bind(ctx, 0, [*ctx.outs[0].dims[:-1], "k_ ? k_ : 1"]),
-                      "return 0;"])
+    return _normalizer(ctx, True)
 
 
 @kernel("StringNormalizer", shape_fn=_normalizer_shape, types=STRING)
 def string_normalizer(ctx: KernelCtx) -> str:
-    lines, stop = _normalizer_setup(ctx)
-    action = normalizer_args(ctx.node)[0]
-    x, y = ctx.ins[0], ctx.outs[0]
-    fail_oom = f"{{ onnxc_locale_free(loc_); return onnxc_str_oom(rt, {who(ctx)}); }}"
-    make = "in0[i]" if action == "NONE" else f"onnxc_str_case(rt, in0[i], {int(action == 'UPPER')}, loc_)"
-    lines += ["int64_t k_ = 0;", f"for (int64_t i = 0; i < {x.dims[-1]}; i++) {{"]
-    if stop:
-        lines.append(f"if ({stop}(in0[i], loc_)) continue;")
-        lines.append(f"if (k_ >= {y.dims[-1]}) {{ onnxc_locale_free(loc_); return onnxc_fail(rt, ONNXC_ERR_RUNTIME, "
-                     f"\"%s: more elements kept than the output holds\", {who(ctx)}); }}")
-    lines += [f"onnxc_str s_ = {make};", f"if (!s_) {fail_oom}", "out0[k_++] = s_;", "}"]
-    if stop:
-        lines.append("if (k_ == 0) out0[0] = \"\";")
-    lines += ["(void)k_;", "onnxc_locale_free(loc_);", "return 0;"]
-    return "\n".join(lines)
+    return _normalizer(ctx, False)

@@ -9,6 +9,8 @@ each row's items become token numbers by binary search, then for each skip dista
 position walks the trie, counting every n-gram of at least the current minimum size; unigrams count in
 the first pass only. The counts are weighted per ``mode``: TF (counts), IDF (weight, or 1, where the
 count is positive), TFIDF (count * weight).
+
+The C structure is in templates/tfidf.c.j2; this module computes the values it is rendered with.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import numpy as np
 from onnxc.ir import DType, Node, ShapeError
 from onnxc.passes.shapes.ml import tfidf_output_size
 
-from ..templating import c_string
+from ..templating import c_string, render
 from .base import KernelCtx, kernel
 from .strpool import string_pool
 
@@ -120,31 +122,7 @@ def tfidf(ctx: KernelCtx) -> str:
         w_tab = ctx.blob_table("weights", np.asarray(weights[:size], dtype=np.float32))
     weight = (lambda i: f"{w_tab}[{i}]") if weights else (lambda i: "1.0f")
     mode = node.attr("mode")
-    finish = {"TF": [], "IDF": [f"for (int64_t i = 0; i < {size}; i++) y[i] = y[i] > 0.0f ? {weight('i')} : 0.0f;"],
-              "TFIDF": [f"for (int64_t i = 0; i < {size}; i++) y[i] *= {weight('i')};"]}[mode]
-    if mode == "TFIDF" and not weights:
-        finish = []
-    return "\n".join([
-        f"const int64_t rows_ = {rows}, c_ = {cols};",
-        "int32_t *tok = (int32_t *)malloc((size_t)(c_ > 0 ? c_ : 1) * sizeof(int32_t));",
-        f"if (!tok) return onnxc_fail(rt, ONNXC_ERR_MEMORY, \"%s: out of memory\", {c_string(node.describe())});",
-        "for (int64_t r = 0; r < rows_; r++) {",
-        f"const {x.ctype} *row = in0 + r * c_;", f"float *y = out0 + r * {size};",
-        f"for (int64_t i = 0; i < {size}; i++) y[i] = 0.0f;",
-        "for (int64_t j = 0; j < c_; j++) {", vdecl, f"int64_t lo = 0, hi = {len(vocab)};",
-        "while (lo < hi) { const int64_t mid = (lo + hi) / 2; if (" + less + ") lo = mid + 1; else hi = mid; }",
-        f"tok[j] = lo < {len(vocab)} && {equal} ? (int32_t)lo : -1;", "}",
-        f"int64_t min_n = {lo};",
-        f"for (int64_t s = 1; s <= {skip + 1}; s++) {{",
-        "for (int64_t i0 = 0; i0 < c_; i0++) {",
-        "if (i0 + s * (min_n - 1) >= c_) break;",
-        "int32_t k = 0;",
-        f"for (int64_t n = 1, i = i0; n <= {hi} && i < c_ && {t_start}[k] < {t_start}[k + 1]; n++, i += s) {{",
-        "const int32_t t = tok[i];", "if (t < 0) break;",
-        f"int32_t a = {t_start}[k], b = {t_start}[k + 1];",
-        f"while (a < b) {{ const int32_t mid = (a + b) / 2; if ({t_tok}[mid] < t) a = mid + 1; else b = mid; }}",
-        f"if (a >= {t_start}[k + 1] || {t_tok}[a] != t) break;",
-        f"k = {t_kid}[a];",
-        f"if (n >= min_n && {t_out}[k] >= 0) y[{t_out}[k]] += 1.0f;", "}", "}",
-        "if (min_n == 1) {", "min_n = 2;", f"if (min_n > {hi}) break;", "}", "}",
-        *finish, "}", "free(tok);", "return 0;"])
+    finish = "" if mode == "TF" or (mode == "TFIDF" and not weights) else mode
+    return render("tfidf.c.j2", rows=rows, cols=cols, who=c_string(node.describe()), T=x.ctype, size=size,
+                  vdecl=vdecl, nvocab=len(vocab), less=less, equal=equal, lo=lo, hi=hi, skip=skip, start=t_start,
+                  tokt=t_tok, kid=t_kid, out=t_out, finish=finish, weight=weight("i"))
