@@ -41,7 +41,7 @@ from onnxc.ir import (
     Value,
     dtype_from_numpy,
 )
-from onnxc.ir.dims import free_symbols, sym, to_c
+from onnxc.ir.dims import free_symbols, to_c
 from onnxc.ir.mapped import release
 
 from . import concat_inplace, weight_budget
@@ -404,18 +404,12 @@ class _Lowerer:
         return AllocOut(b.id, len(b.shape), defines, checks)
 
     def subprogram(self, body: Graph) -> tuple[str, int]:
-        """Compile a closed body graph (If branch, Loop/Scan body) into this translation unit as a
-        static run function; returns (function name, offset of its weights in this blob)."""
-        from onnxc.passes.pipeline import optimize
-
+        """Compile a closed body graph (If branch, Loop/Scan body), optimized with the main graph by the
+        pass pipeline (passes/bodies.py), into this translation unit as a static run function; returns
+        (function name, offset of its weights in this blob)."""
         from .emit import emit_subprogram
 
-        _generalize_formals(body)
-        for v in body.outputs:  # a body's outputs are packed blocks the caller would copy pointers out of
-            if isinstance(v.type, TensorType) and v.type.dtype == DType.STRING:
-                raise UnsupportedOpError(f"body output {v.name!r} is a string tensor; strings leaving If/Loop/Scan "
-                                         "bodies are not supported yet", [("ai.onnx", "string body outputs", 0)])
-        sub = optimize(Model(body, dict(self.model.opset_imports), dict(self.model.functions)))
+        sub = Model(body, dict(self.model.opset_imports), dict(self.model.functions))
         name = f"onnxc_sg{self.counter[0]}"
         self.counter[0] += 1
         prog = _Lowerer(sub, self.threads, name + "_", self.helpers, self.counter).run()
@@ -535,23 +529,6 @@ def _nested_strings(t) -> bool:
         if isinstance(t, TensorType) and t.dtype == DType.STRING:
             return True
     return False
-
-
-def _generalize_formals(body: Graph) -> None:
-    """Formal inputs of a body get dims a run function can bind: compound dims (``2*N``) become
-    symbols of their own (the caller's checks keep them consistent)."""
-    for v in body.inputs:
-        t = v.type
-        if not isinstance(t, TensorType) or t.shape is None:
-            continue
-        dims = tuple(d if isinstance(d, int) or _single_symbol(d) else sym(f"{v.name}[{ax}]")
-                     for ax, d in enumerate(t.shape))
-        if dims != t.shape:
-            v.type = TensorType(t.dtype, dims)
-
-
-def _single_symbol(d: Dim) -> bool:
-    return len(free_symbols(d)) == 1 and d == sym(next(iter(free_symbols(d))))
 
 
 def lower(model: Model, threads: int = 1) -> Program:

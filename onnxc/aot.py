@@ -31,7 +31,8 @@ from onnxc.codegen.native import NativeModel
 from onnxc.ir import ModelError
 
 from . import progress
-from .api import CompiledModel, _info, compiler_config, lower_model, model_about, native_types
+from .api import CompiledModel, _info, compiler_config, model_about, native_types
+from .pipeline import Compilation, Options, compile_pipeline, resolve_threads
 
 EMBED_MAX_BYTES = 1 << 30  # larger weights are written beside the library (see the top)
 
@@ -56,21 +57,27 @@ def build(model, out_dir: str | os.PathLike, *, name: str | None = None, embed_w
 def _build(model, out_dir: str | os.PathLike, name: str | None, embed_weights: bool, target: str,
            threads: int | None, cc: str | None, flags: tuple[str, ...] | None, emit_only: bool,
            constants: Mapping[str, object] | None) -> Path:
-    """build() within its progress session (phases: load, passes, codegen, cc)."""
+    """build() within its progress session (phases: load, passes, codegen, cc): the compile pipeline
+    (onnxc/pipeline.py) with the artifact's sources as its emit step and its library as its build step."""
     out = Path(out_dir)
     name = check_name(name or _default_name(model))
-    m, program, nthreads, _ = lower_model(model, threads, constants=constants)
-    if embed_weights and len(program.weights) > EMBED_MAX_BYTES:
-        warnings.warn(f"onnxc build: {len(program.weights) / 2**30:.1f} GiB of weights are written to {name}.weights "
-                      f"beside the library, not embedded (above {EMBED_MAX_BYTES >> 30} GiB)", stacklevel=3)
-        embed_weights = False
-    in_types = [v.type for v in m.graph.inputs]
-    out_types = [v.type for v in m.graph.outputs]
-    write_sources(program, in_types, out_types, out, name, embed=embed_weights, target=target, threads=nthreads,
-                  about=model_about(m))
-    if not emit_only:
-        progress.current().phase("cc")
-        build_library(out, name, compiler_config(cc, flags), target, embed_weights)
+    embed = [embed_weights]
+
+    def emit(c: Compilation) -> None:
+        m, program = c.model, c.program
+        if embed[0] and len(program.weights) > EMBED_MAX_BYTES:
+            warnings.warn(f"onnxc build: {len(program.weights) / 2**30:.1f} GiB of weights are written to "
+                          f"{name}.weights beside the library, not embedded (above {EMBED_MAX_BYTES >> 30} GiB)",
+                          stacklevel=7)  # (the caller of build())
+            embed[0] = False
+        write_sources(program, [v.type for v in m.graph.inputs], [v.type for v in m.graph.outputs], out, name,
+                      embed=embed[0], target=target, threads=c.threads, about=model_about(m))
+
+    def build(c: Compilation) -> None:
+        build_library(out, name, compiler_config(cc, flags), target, embed[0])
+
+    compile_pipeline(model, Options(threads, constants=constants, emit=emit, build=build),
+                     until="emit" if emit_only else "build")
     return out
 
 
@@ -115,7 +122,7 @@ def open_artifact(d: Path, manifest: dict, threads: int | None = None) -> Compil
     except OSError as e:
         raise ModelError(f"{d}: cannot read the artifact: {e}") from None
     out_types, in_types = native_types(ins, outs)
-    nthreads = threads or manifest.get("threads") or os.cpu_count() or 1
+    nthreads = resolve_threads(threads or manifest.get("threads"))
     native = NativeModel(lib, weights, out_types, nthreads, in_types, prefix=prefix)
     return CompiledModel(native, ins, outs, early=early if all(isinstance(x, bool) for x in early) else None,
                          about=manifest.get("model") if isinstance(manifest.get("model"), dict) else None)

@@ -7,7 +7,7 @@ import os
 import time
 import warnings
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
@@ -17,16 +17,13 @@ from onnxc.codegen import cache as c_cache
 from onnxc.codegen import model_cache
 from onnxc.codegen.cache import build_cached
 from onnxc.codegen.compiler import CompilerConfig, compiler_version, thread_flags
-from onnxc.codegen.emit import emit_c
-from onnxc.codegen.lower import Program, lower
+from onnxc.codegen.lower import Program
 from onnxc.codegen.native import NativeModel, contiguous
 from onnxc.ir import CacheWarning, CompileError, DType, InputError, Model, ModelError, TensorType, innermost
-from onnxc.passes.bind_constants import bind_constants
-from onnxc.passes.pipeline import optimize
 
 from . import progress
 from .fastpath import FastPath, run_out
-from .support import check_supported
+from .pipeline import Compilation, Options, compile_pipeline, resolve_threads, resume
 
 
 @dataclass(frozen=True)
@@ -391,30 +388,11 @@ def output_plan(program: Program) -> list[bool]:
 def lower_model(model, threads: int | None = None, check_ir: bool | None = None,
                 dump_ir: str | set[str] | None = None, constants: Mapping[str, object] | None = None
                 ) -> tuple[Model, Program, int, dict]:
-    """Frontend, passes and lowering shared by compile() and build(): (IR, Program, threads, timings).
-    ``constants``: inputs bound to values (passes/bind_constants.py)."""
-    t0 = time.perf_counter()
-    rep = progress.current()  # (idle outside a compile() or build())
-    if isinstance(model, Model):
-        m = model
-    else:
-        from onnxc.frontend import load_model
-
-        rep.phase("load")
-        m = load_model(model)
-    t1 = time.perf_counter()
-    rep.phase("passes")
-    if constants:
-        bind_constants(m, constants)
-    check_supported(m)
-    if check_ir is None:
-        check_ir = os.environ.get("ONNXC_CHECK_IR", "") not in ("", "0")
-    m = optimize(m, check=check_ir, dump_after=dump_ir)
-    t2 = time.perf_counter()
-    rep.phase("codegen")
-    nthreads = threads or os.cpu_count() or 1
-    program = lower(m, nthreads)
-    return m, program, nthreads, {"load": t1 - t0, "passes": t2 - t1, "lower": time.perf_counter() - t2}
+    """The steps load .. lower of the compile pipeline (onnxc/pipeline.py): (IR, Program, threads,
+    timings). ``constants``: inputs bound to values (passes/bind_constants.py)."""
+    c = compile_pipeline(model, Options(threads, check_ir, dump_ir, constants=constants), until="lower")
+    return c.model, c.program, c.threads, {"load": c.seconds("load"), "passes": c.seconds("support_check", "optimize"),
+                                           "lower": c.seconds("lower")}
 
 
 GC_WEIGHT_BYTES = 16 << 20  # from this size of weights, a compile collects the IR at once (a full GC: ~50 ms)
@@ -471,9 +449,10 @@ def compile(model, *, threads: int | None = None, cache_dir: str | os.PathLike |
 def _compile(model, threads: int | None, cache_dir: str | os.PathLike | None, cc: str | None,
              flags: tuple[str, ...] | None, check_ir: bool | None, dump_ir: str | set[str] | None, profile: bool,
              constants: Mapping[str, object] | None) -> CompiledModel:
-    """compile() within its progress session (phases: load, passes, codegen, cc)."""
+    """compile() within its progress session (phases: load, passes, codegen, cc): the model cache, else
+    the compile pipeline (onnxc/pipeline.py) with the JIT build step."""
     t0 = time.perf_counter()
-    nthreads = threads or os.cpu_count() or 1
+    nthreads = resolve_threads(threads)
     cfg = compiler_config(cc, flags)
     root = c_cache.cache_dir(cache_dir)
     data = model
@@ -482,8 +461,9 @@ def _compile(model, threads: int | None, cache_dir: str | os.PathLike | None, cc
         data, key = _model_key(model, root, nthreads, cfg, profile, constants)
 
     def recompute() -> tuple[Model, Program, str]:
-        m, program, _, _ = lower_model(model, nthreads, check_ir, constants=constants)
-        return m, program, emit_c(program, profile=profile, units=MAX_UNITS)
+        c = compile_pipeline(model, Options(nthreads, check_ir, constants=constants, profile=profile, units=MAX_UNITS),
+                             until="emit")
+        return c.model, c.program, c.source
 
     base_dir = os.path.dirname(os.path.abspath(model)) if isinstance(model, (str, os.PathLike)) else None
     if key is not None:
@@ -493,47 +473,71 @@ def _compile(model, threads: int | None, cache_dir: str | os.PathLike | None, cc
             cm.timings = {"load": t, "passes": 0.0, "codegen": 0.0, "build": 0.0, "total": t, "model_cache_hit": 1.0}
             return cm
     t1 = time.perf_counter()
-    externals: list[str] = []
-    if not isinstance(data, Model):
-        from onnxc.frontend import load_model
-
-        data = load_model(data, base_dir=base_dir)  # the protobuf (or its bytes) is let go here
-        externals = data.data_files  # (read through the confined resolver: the model cache records them)
-    load_s = time.perf_counter() - t1
-    m, program, nthreads, timings = lower_model(data, nthreads, check_ir, dump_ir, constants)
-    del data
-    source = emit_c(program, profile=profile, units=MAX_UNITS)
-    ins, outs = io_infos(m, program)
-    early = output_plan(program)
-    weights = program.weights
-    about = model_about(m)
-    pending = None
-    if key is not None:
-        manifest = model_cache.manifest([(i.name, i.type) for i in ins],
-                                        [(o.name, o.type, e) for o, e in zip(outs, early)], weights, nthreads, about)
-        if manifest is not None:  # written while the C compiler runs
-            pending = model_cache.PendingEntry(root, key, manifest, source, weights, externals, base_dir)
-        m, program = None, None  # recomputed when asked for: the weights stay in the native model only
-        if len(weights) >= GC_WEIGHT_BYTES:
-            gc.collect()  # the IR's producer/use links are cycles: free its constants now, not at some later GC
-    progress.current().phase("cc")
-    t3 = time.perf_counter()
-    try:
-        so = build_cached(source, cfg, cache_dir)
-    except BaseException:
-        if pending is not None:
-            pending.abandon()
-        raise
-    if pending is not None:
-        pending.commit(so)
+    jit = _JitBuild(root, key, cfg, cache_dir, base_dir)
+    c = compile_pipeline(data, Options(nthreads, check_ir, dump_ir, constants=constants, base_dir=base_dir,
+                                       profile=profile, units=MAX_UNITS, build=jit), until="load")
+    del data  # the protobuf (or its bytes) is let go here
+    resume(c)
     t4 = time.perf_counter()
-    out_types, in_types = native_types(ins, outs)
-    native = NativeModel(Path(so), weights, out_types, nthreads, in_types)
-    timings = {"load": load_s + timings["load"], "passes": timings["passes"],
-               "codegen": t3 - t1 - load_s - timings["load"] - timings["passes"], "build": t4 - t3,
-               "total": time.perf_counter() - t0}
-    return CompiledModel(native, ins, outs, m, program, source, timings, early,
-                         recompute if key is not None else None, about)
+    out_types, in_types = native_types(jit.ins, jit.outs)
+    native = NativeModel(Path(jit.so), jit.weights, out_types, nthreads, in_types)
+    load_s, passes_s = c.seconds("load"), c.seconds("support_check", "optimize")
+    timings = {"load": load_s, "passes": passes_s, "codegen": jit.cc_start - t1 - load_s - passes_s,
+               "build": t4 - jit.cc_start, "total": time.perf_counter() - t0}
+    return CompiledModel(native, jit.ins, jit.outs, c.model, c.program, c.source, timings, jit.early,
+                         recompute if key is not None else None, jit.about)
+
+
+@dataclass
+class _JitBuild:
+    """compile()'s build step: the model-cache entry (written while the C compiler runs), then the
+    library from the compile cache; what the CompiledModel needs is kept here."""
+
+    root: Path
+    key: str | None
+    cfg: CompilerConfig
+    cache_dir: str | os.PathLike | None
+    base_dir: str | None
+    so: Path | None = None
+    ins: list = field(default_factory=list)
+    outs: list = field(default_factory=list)
+    early: list = field(default_factory=list)
+    weights: object = None
+    about: dict = field(default_factory=dict)
+    cc_start: float = 0.0
+
+    def __call__(self, c: Compilation) -> None:
+        self.ins, self.outs = io_infos(c.model, c.program)
+        self.early = output_plan(c.program)
+        self.weights = c.program.weights
+        self.about = model_about(c.model)
+        pending = self._pending(c)
+        self.cc_start = time.perf_counter()
+        try:
+            self.so = build_cached(c.source, self.cfg, self.cache_dir)
+        except BaseException:
+            if pending is not None:
+                pending.abandon()
+            raise
+        if pending is not None:
+            pending.commit(self.so)
+
+    def _pending(self, c: Compilation) -> model_cache.PendingEntry | None:
+        """The model-cache entry to commit once the library is built; with a key, the IR and Program are
+        let go (recomputed when asked for: the weights stay in the native model only)."""
+        if self.key is None:
+            return None
+        manifest = model_cache.manifest([(i.name, i.type) for i in self.ins],
+                                        [(o.name, o.type, e) for o, e in zip(self.outs, self.early)], self.weights,
+                                        c.threads, self.about)
+        pending = None
+        if manifest is not None:
+            pending = model_cache.PendingEntry(self.root, self.key, manifest, c.source, self.weights, c.externals,
+                                               self.base_dir)
+        c.model, c.program = None, None
+        if len(self.weights) >= GC_WEIGHT_BYTES:
+            gc.collect()  # the IR's producer/use links are cycles: free its constants now, not at some later GC
+        return pending
 
 
 def _model_key(model, root: Path, threads: int, cfg: CompilerConfig, profile: bool,

@@ -24,6 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
+from onnxc.pipeline import resolve_threads
+
 
 @dataclass(frozen=True)
 class Budget:
@@ -303,7 +305,7 @@ def cmd_bench(args) -> int:
     import onnxc
     from onnxc.cli import UsageError, _int, _parse_pairs, random_input
 
-    threads = args.threads or os.cpu_count() or 1
+    threads = resolve_threads(args.threads)
     dims = {k: _int(v, f"--dim {k}") for k, v in _parse_pairs(args.dim, "--dim").items()}
     budget = Budget(min_runs=args.runs, seconds=args.seconds, max_seconds=max(args.seconds * 10, 30.0))
     if args.runs < 1:

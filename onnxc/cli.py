@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from onnxc.ir import Dim, InputError, ModelError, OnnxcError, UnsupportedOpError
+from onnxc.pipeline import resolve_threads
 
 
 class UsageError(OnnxcError):
@@ -274,21 +275,16 @@ def arena_summary(program, dims: dict[str, int] | None = None) -> str:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    from onnxc.codegen.emit import emit_c
-    from onnxc.codegen.lower import lower
-    from onnxc.frontend import load_model
-    from onnxc.passes.bind_constants import bind_constants
-    from onnxc.passes.pipeline import optimize, steps
-    from onnxc.support import check_supported
+    from onnxc.passes.pipeline import step_names
+    from onnxc.pipeline import Options, compile_pipeline, resume
 
-    step_names = [name for name, _ in steps()]
-    if args.dump_after and args.dump_after != "all" and args.dump_after not in step_names:
+    if args.dump_after and args.dump_after != "all" and args.dump_after not in step_names():
         raise UsageError(f"--dump-after {args.dump_after!r}: not a pipeline step; the steps are "
-                         f"{', '.join(dict.fromkeys(step_names))} (or 'all')")
-    m = load_model(args.model)
-    consts = _consts(args)
-    if consts:
-        bind_constants(m, consts)
+                         f"{', '.join(step_names())} (or 'all')")
+    dump = None if not args.dump_after else ("all" if args.dump_after == "all" else {args.dump_after})
+    c = compile_pipeline(args.model, Options(args.threads, dump_ir=dump, dump_to=sys.stdout, constants=_consts(args)),
+                         until="load")
+    m = c.model
     opsets = ", ".join(f"{d or 'ai.onnx'} {v}" for d, v in sorted(m.opset_imports.items()))
     print(f"model {args.model}: IR version {m.ir_version}, opsets {opsets}"
           + (f", producer {m.producer_name} {m.producer_version}".rstrip() if m.producer_name else ""))
@@ -306,12 +302,11 @@ def cmd_info(args: argparse.Namespace) -> int:
     print(f"nodes: {sum(1 for _ in m.graph.walk())}, initializers: {len(m.graph.initializers)}, "
           f"functions: {len(m.functions)}")
     try:
-        check_supported(m)
+        resume(c, until="support_check")
     except UnsupportedOpError as e:
         print("unsupported:\n" + "\n".join("  " + line.strip() for line in str(e).splitlines()))
         raise
-    dump = None if not args.dump_after else ("all" if args.dump_after == "all" else {args.dump_after})
-    m = optimize(m, dump_after=dump, out=sys.stdout)
+    m = resume(c, until="optimize").model
     print("outputs:")
     for v in m.graph.outputs:
         print(f"  {v.name}: {_type(v)}")
@@ -319,8 +314,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     print(f"IR after passes ({len(m.graph.nodes)} nodes):")
     print_graph(m.graph)
     print(f"  return {', '.join(f'%{v.name}: {_type(v)}' for v in m.graph.outputs)}")
-    program = lower(m, args.threads or os.cpu_count() or 1)
-    source = emit_c(program)
+    program, source = resume(c, until="emit").program, c.source
     print(f"C source: {len(source.encode())} bytes, {source.count(chr(10))} lines, {len(program.steps)} kernels")
     print(f"weights: {len(program.weights)} bytes")
     print(f"dimension variables: {', '.join(program.dimvars) if program.dimvars else '(none)'}")
@@ -350,7 +344,7 @@ def _info_report(args: argparse.Namespace, m, program) -> None:
     if args.profile:
         if args.runs < 1:
             raise UsageError(f"--runs: expected at least 1, got {args.runs}")
-        profile = measure_profile(args.model, args.threads or os.cpu_count() or 1, dims, _consts(args), args.runs,
+        profile = measure_profile(args.model, resolve_threads(args.threads), dims, _consts(args), args.runs,
                                   quiet=getattr(args, "quiet", False))
         print(profile.format(top=20))
     if args.html:
