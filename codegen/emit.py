@@ -6,6 +6,7 @@ import re
 
 from onnxc.ir.dims import free_symbols
 
+from .cexpr import include_line
 from .entry_checks import checked_dims, describe, input_checks, size_check, value_types
 from .kernels.base import WHO
 from .lower import Buffer, Program
@@ -26,14 +27,15 @@ def emit_c(p: Program, prefix: str = _PREFIX, profile: bool = False, units: int 
     (``split_units`` takes them apart); models with little kernel code stay one unit."""
     helpers = dict(p.helpers)
     if any(p.is_dynamic(b) for b in p.buffers.values()):
-        helpers.setdefault("onnxc_shape", '#include "onnxc_shape.h"')
-    helpers.setdefault("onnxc_value", '#include "onnxc_value.h"')  # the ABI's value_free needs it
-    helpers.setdefault("onnxc_check", '#include "onnxc_check.h"')  # the entry checks
+        _include(helpers, "onnxc_shape.h")
+    _include(helpers, "onnxc_value.h")  # the ABI's value_free needs it
+    _include(helpers, "onnxc_check.h")  # the entry checks
     # threads after fork, cancelling: the run function's, and every model library links onnxc_process.c
-    helpers.setdefault("onnxc_process", '#include "onnxc_process.h"')
+    _include(helpers, "onnxc_process.h")
     # runtime headers first, so a unit means the same whether they come from the precompiled header
     # (read before everything, codegen/runtime_lib.py) or from these lines
-    helpers = sorted(helpers.values(), key=lambda h: not h.startswith('#include "onnxc'))
+    # (an include registered under another key than its header's name still comes once)
+    helpers = sorted(dict.fromkeys(helpers.values()), key=lambda h: not h.startswith('#include "onnxc'))
     if units > 1:
         unique = _unique_kernels(p, _kernel_names(p), "ONNXC_KERNEL", "")
         units = max(1, min(units, sum((st["body"] or "").count("\n") for st in unique) // UNIT_MIN_LINES))
@@ -82,13 +84,18 @@ def _prototype(st: dict, shape: bool) -> str:
     return f"{st['linkage']} int {st['name']}(onnxc_rt *rt, const int64_t *D{''.join(', ' + q for q in st['params'])});"
 
 
+def _include(helpers: dict[str, str], header: str) -> None:
+    """Request ``header`` under its name, the key ``KernelCtx.include`` uses."""
+    helpers.setdefault(header, include_line(header))
+
+
 def emit_subprogram(p: Program, prefix: str) -> str:
     """C of a body program (If branch, Loop/Scan body): a static ``<prefix>_run`` with the model ABI.
     Its helpers went into the enclosing program's dict; its own subprograms are listed there too."""
-    p.helpers.setdefault("onnxc_value", '#include "onnxc_value.h"')
-    p.helpers.setdefault("onnxc_check", '#include "onnxc_check.h"')
+    _include(p.helpers, "onnxc_value.h")
+    _include(p.helpers, "onnxc_check.h")
     if any(p.is_dynamic(b) for b in p.buffers.values()):
-        p.helpers.setdefault("onnxc_shape", '#include "onnxc_shape.h"')
+        _include(p.helpers, "onnxc_shape.h")
     return render("model.c.j2", standalone=False, helpers=[], subprograms=[], declarations=[], units=1,
                   **_program_values(p, prefix))
 

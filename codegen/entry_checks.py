@@ -5,15 +5,15 @@ a tensor input's dtype, rank, dims (sign, ONNXC_MAX_DIM, element count, byte siz
 pointer (``onnxc_check_input``), then its static dims and the dimension variables it binds; a value
 input's whole tree against its type (``onnxc_check_value``); the caller's output buffers of
 ``run_into`` (``onnxc_check_into``). Sizes computed from run-time dims are rendered with checked
-arithmetic (``to_c_checked``) and go through ``onnxc_check_size``: an error naming the tensor, never a
+arithmetic (``cexpr.c_expr_checked``) and go through ``onnxc_check_size``: an error naming the tensor, never a
 wrapped size.
 """
 
 from __future__ import annotations
 
 from onnxc.ir import CompileError, MapType, OptionalType, SequenceType, TensorType
-from onnxc.ir.dims import Dim, Expr, to_c_checked
 
+from .cexpr import as_symbol, c_expr_checked
 from .templating import c_string
 
 _STATIC_ELEMENTS = 2**58  # static sizes up to this many elements are constants (times 16 bytes: below 2^62)
@@ -36,7 +36,7 @@ def value_type_code(t) -> list[int]:
 
 def checked_dims(p, shape: tuple) -> list[str]:
     """C of each dim of ``shape``, products and sums overflow-checked into ``ovf_``."""
-    return [to_c_checked(d, p.sym_c) for d in shape]
+    return [c_expr_checked(d, p.sym_c) for d in shape]
 
 
 def size_check(p, what: str, ctype: str, shape: tuple, out: str, fail: str) -> list[str]:
@@ -57,14 +57,6 @@ def size_check(p, what: str, ctype: str, shape: tuple, out: str, fail: str) -> l
 
 def describe(name: str, shape: tuple) -> str:
     return f"{name} [{', '.join(str(d) for d in shape)}]"
-
-
-def _single_sym(d: Dim) -> str | None:
-    if isinstance(d, Expr) and len(d.terms) == 1:
-        (mono, coeff), = d.terms
-        if coeff == 1 and len(mono) == 1 and mono[0][1] == 1 and hasattr(mono[0][0], "name"):
-            return mono[0][0].name
-    return None
 
 
 def value_types(p, prefix: str) -> list[str]:
@@ -94,7 +86,7 @@ def input_checks(p, prefix: str) -> list[str]:
                              f"%d: expected %lld, got %lld\", {names}[{i}], {k}, (long long){d}, "
                              f"(long long){got});")
                 continue
-            s = _single_sym(d)
+            s = as_symbol(d)
             if s is not None:
                 j = p.dimvars.index(s)
                 code = 1 + i * 16 + k
@@ -106,7 +98,7 @@ def input_checks(p, prefix: str) -> list[str]:
                     f"(bound[{j}] - 1) % 16, (long long){got});")
             else:  # after every variable is bound; the expression overflow-checked
                 late.append(
-                    f"    {{ ovf_ = 0; const int64_t e_ = {to_c_checked(d, p.sym_c)};\n"
+                    f"    {{ ovf_ = 0; const int64_t e_ = {c_expr_checked(d, p.sym_c)};\n"
                     f"      if (ovf_ || {got} != e_) return onnxc_fail(rt, ONNXC_ERR_INPUT, \"input '%s' axis "
                     f"%d: expected %s = %lld%s, got %lld\", {names}[{i}], {k}, {c_string(str(d))}, (long long)e_, "
                     f"ovf_ ? \" (overflows int64)\" : \"\", (long long){got}); }}")

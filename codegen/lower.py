@@ -45,6 +45,7 @@ from onnxc.ir.dims import free_symbols, to_c
 from onnxc.ir.mapped import release
 
 from . import concat_inplace, weight_budget
+from .cexpr import include_line
 from .contracts import Placer, check_c
 from .kernels import registry as kb
 from .kernels.base import KernelCtx, Operand
@@ -469,7 +470,7 @@ class _Lowerer:
     def pack_strings(self, v: Value, src: Buffer) -> Buffer:
         """A step packing string output ``v`` into one block: the pointer array, then the characters
         (runtime_c/onnxc_strings.h); the strings themselves may live in the per-call pool."""
-        self.helpers.setdefault("onnxc_strings", '#include "onnxc_strings.h"')
+        self.helpers.setdefault("onnxc_strings.h", include_line("onnxc_strings.h"))
         shape = v.type.shape
         b = Buffer(self._nb, "temp", DType.STRING, shape, owned=True)
         self._nb += 1
@@ -489,7 +490,7 @@ class _Lowerer:
         self._nb += 1
         self.buffers[b.id] = b
         if src.is_value:
-            self.helpers.setdefault("onnxc_value", '#include "onnxc_value.h"')
+            self.helpers.setdefault("onnxc_value.h", include_line("onnxc_value.h"))
             body = ("onnxc_value *c = onnxc_value_clone(in0);\n"
                     "if (!c) return onnxc_fail(rt, ONNXC_ERR_MEMORY, \"out of memory copying a value\");\n"
                     "*out0 = onnxc_value_desc(c);\nreturn 0;")

@@ -28,7 +28,7 @@ Dim = Union[int, "Expr"]
 
 __all__ = ["Dim", "Expr", "Sym", "Fn", "sym", "floordiv", "ceildiv", "mod", "dmin", "dmax",
            "is_static", "evaluate", "to_c", "to_c_checked", "free_symbols", "as_dim", "DimTooDeep", "MAX_DEPTH",
-           "bounds", "nonneg"]
+           "bounds", "nonneg", "as_symbol"]
 
 MAX_DEPTH = 64  # deepest nesting of function applications (floor division, mod, min, max) in a Dim
 
@@ -449,6 +449,15 @@ def dmax(a: Dim, b: Dim) -> Dim:
 
 def is_static(d: Dim) -> bool:
     return isinstance(d, int)
+
+
+def as_symbol(d: Dim) -> str | None:
+    """The variable's name when ``d`` is exactly one dimension variable (``N``, not ``2*N`` or ``N + 1``)."""
+    if isinstance(d, Expr) and len(d.terms) == 1:
+        (mono, coeff), = d.terms
+        if coeff == 1 and len(mono) == 1 and mono[0][1] == 1 and isinstance(mono[0][0], Sym):
+            return mono[0][0].name
+    return None
 
 
 def free_symbols(d: Dim) -> set[str]:

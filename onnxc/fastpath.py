@@ -29,7 +29,7 @@ import numpy as np
 from onnxc.codegen import sigint
 from onnxc.codegen.native import ERRLEN, NativeModel, open_library, status_error
 from onnxc.ir import DType, InputError, RuntimeFailure, TensorType
-from onnxc.ir.dims import evaluate, free_symbols, sym
+from onnxc.ir.dims import as_symbol, evaluate, free_symbols
 from onnxc.ir.limits import element_count
 
 ShapeFn = Callable[[list], tuple]
@@ -72,11 +72,11 @@ def shape_fn(dims: tuple, where: dict[str, tuple[int, int]]) -> ShapeFn | None:
         if isinstance(d, int):
             items.append(repr(d))
             continue
-        names = free_symbols(d)
-        if not names <= set(where):
+        if not free_symbols(d) <= set(where):
             return None
-        if len(names) == 1 and d == sym(next(iter(names))):
-            i, k = where[next(iter(names))]
+        name = as_symbol(d)
+        if name is not None:
+            i, k = where[name]
             items.append(f"s[{i}][{k}]")
         else:
             items.append(None)
@@ -113,8 +113,9 @@ class FastPath:
         where: dict[str, tuple[int, int]] = {}
         for i, t in enumerate(in_types):
             for k, d in enumerate(t.shape):
-                if not isinstance(d, int) and len(free_symbols(d)) == 1 and d == sym(next(iter(free_symbols(d)))):
-                    where.setdefault(next(iter(free_symbols(d))), (i, k))
+                name = as_symbol(d)
+                if name is not None:
+                    where.setdefault(name, (i, k))
         self.out_fn: list[ShapeFn | None] = []
         self.out_dt: list = []
         self.out_static: list[tuple | None] = []

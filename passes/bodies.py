@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from onnxc.ir import DType, Graph, Model, Node, TensorType, UnsupportedOpError
-from onnxc.ir.dims import Dim, free_symbols, sym
+from onnxc.ir.dims import as_symbol, sym
 
 Optimize = Callable[[Model, str], Model]  # (body model, where) -> optimized model
 
@@ -50,11 +50,7 @@ def prepare_body(body: Graph) -> None:
         t = v.type
         if not isinstance(t, TensorType) or t.shape is None:
             continue
-        dims = tuple(d if isinstance(d, int) or _single_symbol(d) else sym(f"{v.name}[{ax}]")
+        dims = tuple(d if isinstance(d, int) or as_symbol(d) is not None else sym(f"{v.name}[{ax}]")
                      for ax, d in enumerate(t.shape))
         if dims != t.shape:
             v.type = TensorType(t.dtype, dims)
-
-
-def _single_symbol(d: Dim) -> bool:
-    return len(free_symbols(d)) == 1 and d == sym(next(iter(free_symbols(d))))

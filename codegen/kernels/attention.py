@@ -24,8 +24,9 @@ import math
 
 from onnxc.ir import DType, Node
 
+from ..cexpr import c_literal, c_product
 from .base import KernelCtx, Operand, kernel
-from .nncommon import lit, prod, use_gemm
+from .nncommon import use_gemm
 from .parfor import par_for
 
 DOMAIN, OP = "onnxc", "FusedAttention"
@@ -58,9 +59,9 @@ def _layout(strides: list[str], rows_axis: int, cols_axis: int, what: str) -> tu
 def _scale(mode: int, c: float) -> tuple[str, str]:
     """(ONNXC_ATT_* mode, constant): a divide by a power of two becomes the exact multiply."""
     if mode == 2 and c != 0 and math.isfinite(c) and math.frexp(c)[0] in (0.5, -0.5) and math.isfinite(1 / c):
-        return "ONNXC_ATT_MUL", lit(1 / c, DType.FLOAT)
+        return "ONNXC_ATT_MUL", c_literal(1 / c, DType.FLOAT)
     name = {0: "ONNXC_ATT_NONE", 1: "ONNXC_ATT_MUL", 2: "ONNXC_ATT_DIV"}[mode]
-    return name, lit(1.0 if mode == 0 else c, DType.FLOAT)
+    return name, c_literal(1.0 if mode == 0 else c, DType.FLOAT)
 
 
 @kernel(OP, domain=DOMAIN, types={DType.FLOAT}, accepts=_accepts)
@@ -82,8 +83,8 @@ def fused_attention(ctx: KernelCtx) -> str:
         raise NotImplementedError(f"{name}: the output's last axis must be contiguous")
     mode, c = _scale(int(ctx.attr("scale_mode", 0)), float(ctx.attr("scale", 1.0)))
     use_gemm(ctx)
-    ctx.helper("attention", '#include "onnxc_attention.h"')
-    head = [f"const int64_t NB = {prod(od[:nb]) if nb else '1'}, LQ = {qd[-2]}, DK = {qd[-1]}, "
+    ctx.include("onnxc_attention.h")
+    head = [f"const int64_t NB = {c_product(od[:nb]) if nb else '1'}, LQ = {qd[-2]}, DK = {qd[-1]}, "
             f"LK = {kd[-1]}, DV = {vd[-1]};", "(void)NB; (void)DK; (void)DV;"]
     slots = "(rt->threads > 1 ? rt->threads : 1)"
     lines = head + [

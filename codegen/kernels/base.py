@@ -47,10 +47,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from onnxc.ir import Dim, DType, Node, TensorType, Value, dtype_from_numpy, innermost, to_c
-from onnxc.ir.dims import Expr, evaluate, is_static
+from onnxc.ir import Dim, DType, Node, TensorType, Value, dtype_from_numpy, innermost
+from onnxc.ir.dims import as_symbol, evaluate, is_static
 from onnxc.ir.mapped import release
 
+from ..cexpr import c_product, include_line
 from .typesets import type_name, type_names
 
 
@@ -79,17 +80,14 @@ class Operand:
 
     def numel(self) -> str:
         """C expression for the element count."""
-        if not self.dims:
-            return "1"
-        return " * ".join(f"({d})" if not d.isdigit() else d for d in self.dims)
+        return c_product(self.dims)
 
     def strides(self) -> list[str]:
         """Row-major element strides as C expressions."""
         out, acc = [], "1"
         for d in reversed(self.dims):
             out.append(acc)
-            acc = d if acc == "1" else (str(int(acc) * int(d)) if acc.isdigit() and d.isdigit()
-                                        else f"({acc}) * ({d})")
+            acc = c_product([acc, d])
         return list(reversed(out))
 
 
@@ -123,11 +121,8 @@ class KernelCtx:
 
     def lvalue(self, d: Dim) -> str | None:
         """``D[k]`` when ``d`` is exactly a run-time dimension variable this node defines, else None."""
-        if isinstance(d, Expr) and len(d.terms) == 1:
-            (mono, coeff), = d.terms
-            if coeff == 1 and len(mono) == 1 and mono[0][1] == 1:
-                return self.defines.get(getattr(mono[0][0], "name", None))
-        return None
+        name = as_symbol(d)
+        return None if name is None else self.defines.get(name)
 
     def attr(self, name: str, default=None):
         return self.node.attr(name, default)
@@ -138,6 +133,11 @@ class KernelCtx:
         kernel (``const char *who_``, passed by the run function), not a literal in its body, so the
         kernels of identical nodes have identical C and are emitted once (codegen/emit.py)."""
         return WHO
+
+    def include(self, header: str) -> None:
+        """Include ``header`` in the translation unit once: a runtime header by file name
+        ("onnxc_vmath.h") or a system header in angle brackets ("<regex.h>"); the key is that name."""
+        self.helpers.setdefault(header, include_line(header))
 
     def helper(self, name: str, code: str) -> str:
         """Register a static helper function once per translation unit; returns its name."""
@@ -312,4 +312,4 @@ def static_value(d: Dim) -> int | None:
 
 __all__ = ["Operand", "KernelCtx", "KernelDef", "KERNELS", "SHAPE_FNS", "kernel", "alias_kernel", "shape_function",
            "lookup", "lookup_shape_fn", "element_type",
-           "unsupported_reason", "c_dims", "static_value", "to_c", "evaluate"]
+           "unsupported_reason", "c_dims", "static_value", "evaluate"]

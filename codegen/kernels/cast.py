@@ -26,7 +26,6 @@ from .base import KernelCtx, kernel
 from .elementwise import loop
 from .typesets import ANY, STRING
 
-HEADER = '#include "onnxc_lowp.h"'
 _C_NAME = {DType.FLOAT8E4M3FN: "f8e4m3fn", DType.FLOAT8E4M3FNUZ: "f8e4m3fnuz", DType.FLOAT8E5M2: "f8e5m2",
            DType.FLOAT8E5M2FNUZ: "f8e5m2fnuz", DType.FLOAT4E2M1: "f4e2m1", DType.FLOAT8E8M0: "f8e8m0"}
 # the stored values of the sub-byte integers read as these types
@@ -78,7 +77,7 @@ def unsupported(node: Node) -> str | None:
 def cast(ctx: KernelCtx) -> str:
     src, dst = ctx.ins[0].dtype, ctx.outs[0].dtype
     if src in LOWP_FLOATS or dst in LOWP_FLOATS or dst in SUBBYTE_INTS:
-        ctx.helper("lowp", HEADER)
+        ctx.include("onnxc_lowp.h")
     half.use(ctx)
     saturate, mode = cast_attrs(ctx.node)
     return loop(ctx, [ctx.ins[0]], cast_expr(src, dst, saturate, mode))
@@ -97,7 +96,7 @@ def bitcast(ctx: KernelCtx) -> str:
     elif src != dst and bit_width(src) < 8:
         low = f"((uint8_t){{p}}[i] & 0x{(1 << bit_width(src)) - 1:x}u)"
         expr = f"onnxc_wrap_{dst.short}({low})" if dst in SUBBYTE_INTS else low
-        ctx.helper("lowp", HEADER)
+        ctx.include("onnxc_lowp.h")
     else:
         return f"memcpy({y.ptr}, {x.ptr}, (size_t)({n}) * sizeof({y.ctype}));\nreturn 0;"
     return f"for (int64_t i = 0; i < {n}; i++) {y.ptr}[i] = {expr.format(p=x.ptr)};\nreturn 0;"

@@ -18,11 +18,11 @@ from __future__ import annotations
 from onnxc.ir import DType
 from onnxc.passes.shapes.misc_nn import col2im_geometry
 
+from ..cexpr import c_literal
 from ..templating import render
 from . import dynshape as ds
 from . import half
 from .base import KernelCtx, kernel
-from .copyutil import clit
 from .typesets import MOVABLE
 
 
@@ -63,4 +63,4 @@ def col2im(ctx: KernelCtx) -> str:
     return render("col2im.c.j2", shape=False, nd=nd, block=_block(ctx, nd), who=ds.who(ctx), im=arr(y.dims[2:]),
                   st=arr(geo.strides), dl=arr(geo.dilations), pb=arr(geo.pads_begin),
                   ps=arr(b + e for b, e in zip(geo.pads_begin, geo.pads_end)), N=y.dims[0], C=y.dims[1], L=x.dims[2],
-                  C_in=x.dims[1], T=x.ctype, zero=clit(0, y.dtype), accumulate=_accumulate(y.dtype, "dst[pos]", "col[l]"))
+                  C_in=x.dims[1], T=x.ctype, zero=c_literal(0, y.dtype), accumulate=_accumulate(y.dtype, "dst[pos]", "col[l]"))

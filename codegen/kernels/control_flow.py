@@ -15,11 +15,11 @@ from onnxc.ir import DType
 from onnxc.passes.lift_captures import captures, onnx_inputs
 from onnxc.passes.shapes.control_flow import scan_layout
 
+from ..cexpr import c_product
 from ..templating import render
 from .base import KernelCtx, Operand, kernel
 from .typesets import STORABLE
 
-HEADER = '#include "onnxc_value.h"'
 # what body outputs may hold (the outputs' element types): values copied as bytes; strings do not
 # leave bodies yet (lower.py)
 BODY_TYPES = STORABLE
@@ -65,7 +65,7 @@ def empty_dims(ctx: KernelCtx, k: int) -> list[str]:
 
 @kernel("If", allocates=True, types=BODY_TYPES, typed="out0")
 def if_kernel(ctx: KernelCtx) -> str:
-    ctx.helper("onnxc_value", HEADER)
+    ctx.include("onnxc_value.h")
     node = ctx.node
     then_fn, then_off = ctx.subprogram(node.attr("then_branch"))
     else_fn, else_off = ctx.subprogram(node.attr("else_branch"))
@@ -83,7 +83,7 @@ def if_kernel(ctx: KernelCtx) -> str:
 
 @kernel("Loop", allocates=True, types=BODY_TYPES, typed="out0")
 def loop_kernel(ctx: KernelCtx) -> str:
-    ctx.helper("onnxc_value", HEADER)
+    ctx.include("onnxc_value.h")
     node = ctx.node
     body_fn, off = ctx.subprogram(node.attr("body"))
     ins = onnx_inputs(node)
@@ -99,10 +99,6 @@ def loop_kernel(ctx: KernelCtx) -> str:
                   iter_dtype=int(DType.INT64), cond_dtype=int(DType.BOOL), scan_outs=scan_outs)
 
 
-def _prod(dims: list[str]) -> str:
-    return " * ".join(["1"] + [f"({d})" for d in dims])
-
-
 def _scan_inputs(ctx: KernelCtx, first: int, ns: int, in_axes: list[int], in_dirs: list[int], batched: bool) -> list[dict]:
     """Per scan input: its length T along the scan axis, the outer x inner blocks of a slice, the slice's
     dims and the step's slice index ``t`` (reversed for reverse directions)."""
@@ -110,7 +106,7 @@ def _scan_inputs(ctx: KernelCtx, first: int, ns: int, in_axes: list[int], in_dir
     for j, d in enumerate(in_dirs):
         x = ctx.ins[first + ns + j]
         ax = in_axes[j] % x.rank if not batched else 1
-        out.append({"T": x.dims[ax], "outer": _prod(x.dims[1 if batched else 0:ax]), "inner": _prod(x.dims[ax + 1:]),
+        out.append({"T": x.dims[ax], "outer": c_product(x.dims[1 if batched else 0:ax]), "inner": c_product(x.dims[ax + 1:]),
                     "es": f"sizeof({x.ctype})", "dtype": int(x.dtype), "arg": first + ns + j,
                     "sdims": [dd for a, dd in enumerate(x.dims) if a != ax][1 if batched else 0:],
                     "t": "(T_ - 1 - t_)" if d else "t_"})
@@ -123,7 +119,7 @@ def _scan_states(ctx: KernelCtx, first: int, ns: int, batched: bool) -> list[dic
     for j in range(ns):
         s = ctx.ins[first + j]
         sd = (s.dims[1:] if batched else s.dims) if s.dtype is not None else []
-        out.append({"j": j, "arg": first + j, "value": s.dtype is None, "per": _prod(sd), "dims": sd,
+        out.append({"j": j, "arg": first + j, "value": s.dtype is None, "per": c_product(sd), "dims": sd,
                     "dtype": int(s.dtype) if s.dtype is not None else 0})
     return out
 
@@ -146,7 +142,7 @@ def _scan_outputs(ctx: KernelCtx, ns: int, out_axes: list[int], out_dirs: list[i
 
 @kernel("Scan", allocates=True, types=BODY_TYPES, typed="out0")
 def scan_kernel(ctx: KernelCtx) -> str:
-    ctx.helper("onnxc_value", HEADER)
+    ctx.include("onnxc_value.h")
     node = ctx.node
     body_fn, off = ctx.subprogram(node.attr("body"))
     first, ns, nx, in_axes, out_axes = scan_layout(node)
@@ -165,7 +161,7 @@ def scan_kernel(ctx: KernelCtx) -> str:
 
 @kernel("SequenceMap", allocates=True, types=BODY_TYPES, typed="out0")
 def sequence_map_kernel(ctx: KernelCtx) -> str:
-    ctx.helper("onnxc_value", HEADER)
+    ctx.include("onnxc_value.h")
     node = ctx.node
     body_fn, off = ctx.subprogram(node.attr("body"))
     ni, nc, no = len(onnx_inputs(node)), len(captures(node)), len(node.outputs)

@@ -40,13 +40,14 @@ from onnxc.ir.dims import is_static
 from onnxc.passes.shapes.conv import conv_transpose_window, conv_window
 from onnxc.passes.shapes.spatial import Window
 
+from ..cexpr import c_literal
 from ..templating import render
 from . import conv_winograd, half
 from .base import KernelCtx, kernel
 from .conv_depthwise import depthwise
 from .epilogue import epilogue, rows_epilogue, sg_epi, use_act
 from .gemm_layout import pack_a, pack_b, packed_a_size, packed_b_size
-from .nncommon import FLOATS, gemm_expr, lit, same_type_accepts, unsupported, use_gemm
+from .nncommon import FLOATS, gemm_expr, same_type_accepts, unsupported, use_gemm
 from .parcall import par_call
 
 _same_weight_type = same_type_accepts(1)
@@ -120,8 +121,8 @@ def conv(ctx: KernelCtx) -> str:
     mode = "pointwise" if pointwise else "im2col"
     if dt == DType.FLOAT:
         return _conv_packed(ctx, common, win, mode, ep, res, m // g, g)
-    one = lit(1.0, dt)
-    beta = one if bias else lit(0.0, dt)
+    one = c_literal(1.0, dt)
+    beta = one if bias else c_literal(0.0, dt)
     vals = dict(
         common, mode=mode, col_budget=COL_BUDGET, par=par_call(ctx),
         gemm_pointwise=_gemm_stmt(ctx, dt, "0", "Mg", "OP", "Cg", one, "a", "Cg", "b", "IP", beta, "y", "OP"),
@@ -142,7 +143,7 @@ def _conv_packed(ctx: KernelCtx, common: dict, win: Window, mode: str, ep, res: 
         return _conv_one_position(ctx, ep, res, mg, kg, common["bias"])
     small = _small_output(ctx, win, mode, mg)
     if small:
-        ctx.helper("onnxc_conv", '#include "onnxc_conv.h"')
+        ctx.include("onnxc_conv.h")
     if small and packed:  # W^T as the packed B operand
         groups = np.asarray(w.const, dtype=np.float32).reshape(g, mg, kg)
         ctx.repack_const(1, np.concatenate([pack_b(groups[i].T) for i in range(g)]))
@@ -164,7 +165,7 @@ def _conv_packed(ctx: KernelCtx, common: dict, win: Window, mode: str, ep, res: 
                 and (mode == "pointwise" and mg <= IMPLICIT_MAX_M and kg >= IMPLICIT_PW_MIN_K
                      or mode != "pointwise" and (mg <= IMPLICIT_MAX_M or math.prod(win.kernel) >= IMPLICIT_MIN_TAPS)))
     if implicit:
-        ctx.helper("onnxc_conv_implicit", '#include "onnxc_conv_implicit.h"')
+        ctx.include("onnxc_conv_implicit.h")
     return render("conv_packed.c.j2", **common, mode=mode, a=a, fa=fa, packed=packed, epi=epi, epi_chunk=epi_chunk,
                   col_budget=PACKED_COL_BUDGET, rows=rows, small=small, implicit=implicit, par=par_call(ctx))
 
@@ -226,7 +227,7 @@ def conv_transpose(ctx: KernelCtx) -> str:
     vals = dict(
         geo, T=dt.c, N=x.dims[0], C=x.dims[1], M=str(mg * g), G=str(g), Cg=str(c // g), Mg=str(mg), bias=bias,
         col_budget=COL_BUDGET, par=par_call(ctx),
-        gemm=gemm_expr(ctx, dt, "1", "0", "MK", "ncol", "Cg", lit(1.0, dt), "a", "MK", "b", "IP",
-                       lit(0.0, dt), "col", "ncol"),
+        gemm=gemm_expr(ctx, dt, "1", "0", "MK", "ncol", "Cg", c_literal(1.0, dt), "a", "MK", "b", "IP",
+                       c_literal(0.0, dt), "col", "ncol"),
     )
     return render("conv_transpose.c.j2", **vals)

@@ -49,7 +49,7 @@ def depthwise(ctx: KernelCtx, common: dict, win: Window, ep: Epilogue, res: str 
     for k in win.kernel:
         ntaps *= int(k)
     if win.rank <= 2 and ntaps <= MAX_TAPS:
-        ctx.helper("onnxc_depthwise", '#include "onnxc_depthwise.h"')
+        ctx.include("onnxc_depthwise.h")
         taps, dh_max, dw_max = phased_taps(win)
         return render("conv_depthwise_phased.c.j2", **common, res=res, act=act, sfx=sfx, taps=taps,
                       dh_max=dh_max, dw_max=dw_max, tile=TILE, V=f"onnxc_dw_v{sfx}",

@@ -74,7 +74,7 @@ def depthwise_pointwise(ctx: KernelCtx) -> str:
         use_act(ctx)
     implicit = m <= IMPLICIT_MAX_M
     if implicit:
-        ctx.helper("onnxc_conv_implicit", '#include "onnxc_conv_implicit.h"')
+        ctx.include("onnxc_conv_implicit.h")
     ctx.repack_const(3, pack_a(np.asarray(wpw.const, dtype=np.float32).reshape(m, c)))
     tr = band_rows(oh, max(1, min(oh, BAND_BYTES // (4 * c * ow))), ctx.threads)
     res = "NULL" if ep.residual is None else f"in{ep.residual} + n * M * OP + oh0 * OW"

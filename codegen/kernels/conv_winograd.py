@@ -194,7 +194,7 @@ def conv_winograd(ctx: KernelCtx, geo: dict, ep: Epilogue, bias: bool, how: str)
     """The C body of a Conv on the Winograd path; ``how`` is what ``applies`` said ("stored" or
     "runtime"), ``geo`` is conv.py's geometry."""
     use_gemm(ctx)
-    ctx.helper("onnxc_winograd", '#include "onnxc_winograd.h"')
+    ctx.include("onnxc_winograd.h")
     if ep.act:
         use_act(ctx)
     w = np.asarray(ctx.ins[1].const, dtype=np.float32)

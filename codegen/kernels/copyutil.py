@@ -1,21 +1,16 @@
-"""Helpers shared by the data-movement kernels: the element types they move, C products of dims, literals,
-and the transpose loop nest (blocked for 2-D swaps, strided otherwise) that DepthToSpace reuses.
+"""Helpers shared by the data-movement kernels: the element types they move, element copies and the
+transpose loop nest (blocked for 2-D swaps, strided otherwise) that DepthToSpace reuses.
 
 Data movement is element-type agnostic: kernels copy whole elements (``memcpy`` or assignment of the
 storage type), so one body serves every numeric type and bool, and float16/bfloat16 (uint16_t bit
-patterns; ``clit`` writes their literals as bit patterns).
+patterns; ``cexpr.c_literal`` writes their literals as bit patterns).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
-import numpy as np
-
-from onnxc.ir import DType
-from onnxc.passes.shapes.cast import float_to_bfloat16
-
+from ..cexpr import c_product
 from .typesets import LOWP, MOVABLE, STRING, SUBBYTE
 
 # Types whose values are handled bit-exactly by these kernels (``types=`` of the numeric movers).
@@ -27,48 +22,8 @@ SUPPORTED = MOVABLE
 MOVES = MOVABLE | STRING | LOWP | SUBBYTE
 
 
-def cprod(dims: list[str]) -> str:
-    """C expression for the product of C dim expressions (literals multiplied out)."""
-    lit, syms = 1, []
-    for d in dims:
-        if d.isdigit():
-            lit *= int(d)
-        else:
-            syms.append(f"({d})")
-    if lit == 0:
-        return "0"
-    if not syms:
-        return str(lit)
-    return " * ".join(([str(lit)] if lit != 1 else []) + syms)
-
-
 def is_one(d: str) -> bool:
     return d == "1"
-
-
-def clit(value, dt: DType) -> str:
-    """A C literal of ``value`` in element type ``dt``."""
-    if dt == DType.BOOL:
-        return "true" if bool(value) else "false"
-    if dt == DType.FLOAT16:
-        return f"(uint16_t){int(np.array(float(value), np.float16).view(np.uint16))}"
-    if dt == DType.BFLOAT16:
-        return f"(uint16_t){int(float_to_bfloat16(np.array(float(value), np.float32)))}"
-    if dt.is_float:
-        v = float(value)
-        if math.isnan(v):
-            return "NAN"
-        if math.isinf(v):
-            return "INFINITY" if v > 0 else "-INFINITY"
-        if dt == DType.FLOAT:
-            return f"{float(np.float32(v))!r}f"
-        return repr(v)
-    v = int(value)
-    if dt in (DType.UINT64, DType.UINT32):
-        return f"UINT64_C({v})" if v > 2**31 - 1 else str(v)
-    if v > 2**31 - 1 or v < -(2**31 - 1):
-        return f"INT64_C({v})" if v != -(2**63) else "INT64_MIN"
-    return str(v)
 
 
 def copy(dst: str, src: str, n: str, ctype: str) -> str:
@@ -95,23 +50,23 @@ def reduce_perm(dims: list[str], perm: list[int]) -> tuple[list[str], list[int]]
         else:
             groups.append([a])
     order = sorted(range(len(groups)), key=lambda g: groups[g][0])  # merged input axes, input order
-    new_dims = [cprod([d[a] for a in groups[g]]) for g in order]
+    new_dims = [c_product([d[a] for a in groups[g]]) for g in order]
     pos = {g: k for k, g in enumerate(order)}
     return new_dims, [pos[g] for g in range(len(groups))]
 
 
 def transpose_body(src: str, dst: str, dims: list[str], perm: list[int], ctype: str, itemsize: int,
-                   include: Callable[[str, str], str]) -> str:
+                   include: Callable[[str], None]) -> str:
     """C statements writing ``dst = transpose(src, perm)`` for a row-major ``src`` of C dims ``dims``;
-    ``include`` registers a helper (``KernelCtx.helper``)."""
+    ``include`` requests a header by name (``KernelCtx.include``)."""
     d, p = reduce_perm(dims, perm)
     r = len(d)
     if r <= 1 or p == list(range(r)):
-        return copy(dst, src, cprod(d) if d else "1", ctype) + "\nreturn 0;"
+        return copy(dst, src, c_product(d) if d else "1", ctype) + "\nreturn 0;"
     lines = [f"const int64_t n{a} = {d[a]};" for a in range(r)]
     istr = ["1"] * r
     for a in range(r - 2, -1, -1):
-        istr[a] = cprod([istr[a + 1], f"n{a + 1}"]) if istr[a + 1] != "1" else f"n{a + 1}"
+        istr[a] = c_product([istr[a + 1], f"n{a + 1}"]) if istr[a + 1] != "1" else f"n{a + 1}"
     lines += [f"const int64_t s{a} = {istr[a]};" for a in range(r)]
     odim = [f"n{p[j]}" for j in range(r)]
     ostr = ["1"] * r
@@ -132,7 +87,7 @@ def transpose_body(src: str, dst: str, dims: list[str], perm: list[int], ctype: 
     # a 2-D transpose per outer index: the output axis reading contiguous input (q) against the innermost
     # output axis (last), blocked and vectorized in onnxc_transpose.h
     q, last = p.index(r - 1), r - 1
-    include("onnxc_transpose", '#include "onnxc_transpose.h"')
+    include("onnxc_transpose.h")
     outer = [j for j in range(r) if j not in (q, last)]
     for j in outer:
         lines.append(f"for (int64_t i{j} = 0; i{j} < {odim[j]}; i{j}++) {{")

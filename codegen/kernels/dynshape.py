@@ -14,7 +14,7 @@ from .base import KernelCtx
 
 def include(ctx: KernelCtx) -> None:
     """The shape helpers (runtime_c/onnxc_shape.h)."""
-    ctx.helper("onnxc_shape", '#include "onnxc_shape.h"')
+    ctx.include("onnxc_shape.h")
 
 
 def who(ctx: KernelCtx) -> str:

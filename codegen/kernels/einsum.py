@@ -20,10 +20,11 @@ from __future__ import annotations
 from onnxc.ir import DType, Node, TensorType
 from onnxc.passes.shapes.einsum import EINSUM_TYPES, EinsumSpec, einsum_spec
 
+from ..cexpr import c_literal, c_product
 from . import dynshape as ds
 from . import half
 from .base import KernelCtx, kernel
-from .nncommon import gemm_expr, lit
+from .nncommon import gemm_expr
 from .parfor import par_for
 
 GEMM_TYPES = frozenset({DType.FLOAT, DType.DOUBLE, DType.FLOAT16, DType.BFLOAT16})
@@ -46,10 +47,6 @@ def _acc_type(dt: DType) -> str:
     if dt.is_float:
         return "float"
     return "uint64_t" if dt.itemsize == 8 else "uint32_t"
-
-
-def _prod(terms: list[str]) -> str:
-    return " * ".join(f"({t})" if not t.isdigit() else t for t in terms) or "1"
 
 
 class _Strides:
@@ -122,7 +119,7 @@ def _loop_nest(ctx: KernelCtx, spec: EinsumSpec, size: dict[str, str], st: _Stri
         body = [f"const {acc_t} s = {product};"]
     yv = "s" if dt.is_float else f"({dt.c})s"
     body.append(f"out0[y_{len(out)}] = {half.store(dt, yv)};")
-    work = _prod([size[lab] for lab in out + summed])
+    work = c_product([size[lab] for lab in out + summed])
     ptrs = [(f"a{k}", {lab: st.get(k, lab) for lab in out}) for k in range(nin)] + [("y", _contiguous(out, size))]
     head = [f"const int64_t {p}_0 = 0;" for p in [f"a{k}" for k in range(nin)] + ["y"]]
     nest = _nest(out, size, ptrs, body)
@@ -167,8 +164,8 @@ def _gemm(ctx: KernelCtx, spec: EinsumSpec, size: dict[str, str], st: _Strides, 
     ct = cdt.c
     batch, m, n, k = plan["batch"], plan["m"], plan["n"], plan["k"]
     terms = spec.terms
-    lines = [f"const int64_t Bt = {_prod([size[x] for x in batch])}, Mt = {_prod([size[x] for x in m])}, "
-             f"Nt = {_prod([size[x] for x in n])}, Kt = {_prod([size[x] for x in k])};"]
+    lines = [f"const int64_t Bt = {c_product([size[x] for x in batch])}, Mt = {c_product([size[x] for x in m])}, "
+             f"Nt = {c_product([size[x] for x in n])}, Kt = {c_product([size[x] for x in k])};"]
     direct = dt not in half.HALF and not st.checks
     # A as [batch, M, K] (ta = 0) or [batch, K, M] (ta = 1); B as [batch, K, N] or [batch, N, K]
     layouts = {}
@@ -201,8 +198,8 @@ def _gemm(ctx: KernelCtx, spec: EinsumSpec, size: dict[str, str], st: _Strides, 
     lda = "Mt" if ta == "1" else "Kt"
     ldb = "Kt" if tb == "1" else "Nt"
     c = "out0" if out_direct else "pc"
-    call = gemm_expr(ctx, cdt, ta, tb, "Mt", "Nt", "Kt", lit(1.0, cdt), f"{a} + bi * Mt * Kt", lda,
-                     f"{b} + bi * Kt * Nt", ldb, lit(0.0, cdt), f"{c} + bi * Mt * Nt", "Nt",
+    call = gemm_expr(ctx, cdt, ta, tb, "Mt", "Nt", "Kt", c_literal(1.0, cdt), f"{a} + bi * Mt * Kt", lda,
+                     f"{b} + bi * Kt * Nt", ldb, c_literal(0.0, cdt), f"{c} + bi * Mt * Nt", "Nt",
                      threads="inner ? rt->threads : 1")
     # small products run on the pool across the batch (whenever there are two), large ones use the
     # GEMM's own threads

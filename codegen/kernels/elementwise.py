@@ -20,7 +20,6 @@ passes/shapes/elementwise_np.py compute the same.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, replace
 
 from onnxc.ir import DType, Node, ShapeError
@@ -28,12 +27,10 @@ from onnxc.passes.shapes.cast import half_to_float
 from onnxc.passes.shapes.elementwise import check_enum_attr, legacy_b_shape, prelu_slope_shape
 from onnxc.passes.shapes.elementwise_np import SELU, SELU_V1
 
+from ..cexpr import c_literal
 from . import half
 from .base import KernelCtx, Operand, kernel
 from .loops import broadcast_loop
-
-HEADER = '#include "onnxc_elementwise.h"\n#include "onnxc_vmath.h"'
-TGMATH = "#include <tgmath.h>"  # for other families' kernels; this one names float/double functions itself
 
 
 @dataclass(frozen=True)
@@ -144,27 +141,12 @@ def row_key(node: Node) -> str:
     return op
 
 
-def int_literal(x: int) -> str:
-    """A C integer literal of ``x`` that is well typed over the whole int64/uint64 range."""
-    x = int(x)
-    if x == -(2**63):
-        return "INT64_MIN"
-    if x >= 2**63:
-        return f"{x}ULL"
-    return f"INT64_C({x})" if abs(x) > 2**31 - 1 else str(x)
-
-
-def c_literal(x: float | int, dtype: DType, is_int: bool = False) -> str:
-    """C literal of ``x``: an int, or a float literal of dtype's float type (double for int dtypes)."""
+def attr_type(dt: DType, is_int: bool) -> DType:
+    """The type a scalar of a formula is written in: int64 for integers, else ``dt`` when it is float or
+    double, double otherwise."""
     if is_int:
-        s = int_literal(x)
-    elif not math.isfinite(x):
-        s = "NAN" if math.isnan(x) else "INFINITY" if x > 0 else "-INFINITY"
-        if dtype == DType.DOUBLE or not dtype.is_float:
-            s = f"(double){s}"
-    else:
-        s = repr(float(x)) + ("f" if dtype == DType.FLOAT else "")
-    return f"({s})" if s.startswith("-") else s
+        return DType.INT64
+    return dt if dt in (DType.FLOAT, DType.DOUBLE) else DType.DOUBLE
 
 
 def _row(node: Node) -> Ew | None:
@@ -210,7 +192,7 @@ def expression(ctx: KernelCtx, row: Ew, dt: DType) -> str:
         defaults = SELU_V1
     cls = TYPE_CLASS[dt]
     dt = half.compute_type(dt)
-    vals = {k: c_literal(ctx.attr(k, v), dt, isinstance(v, int)) for k, v in defaults.items()}
+    vals = {k: c_literal(ctx.attr(k, v), attr_type(dt, isinstance(v, int))) for k, v in defaults.items()}
     names = {"T": dt.c, "t": dt.short, "f": "f" if dt == DType.FLOAT else ""}
     n = max(len(ctx.ins), 3)
     return row.exprs[cls].format(*[f"{{{i}}}" for i in range(n)], **vals, **names)
@@ -229,7 +211,8 @@ def reshaped(op: Operand, shape: tuple, dim_c) -> Operand:
 def loop(ctx: KernelCtx, ins: list[Operand], expr: str, simd: str = "#pragma omp simd") -> str:
     """The broadcasting loop of the node's output over ``ins``, with the helper header included (``simd``:
     the line before the inner loop)."""
-    ctx.helper("elementwise", HEADER)
+    ctx.include("onnxc_elementwise.h")
+    ctx.include("onnxc_vmath.h")
     if any(op.dtype in half.HALF for op in ins + ctx.outs):
         half.use(ctx)
     return broadcast_loop(ctx.outs[0], ins, expr, name=node_name(ctx), ctx=ctx, simd=simd)
@@ -310,14 +293,14 @@ def clip(ctx: KernelCtx) -> str:
     for i, name in ((1, "min"), (2, "max")):
         if ctx.node.version < 11:
             v = ctx.attr(name)
-            bounds.append(None if v is None else c_literal(v, dt))
+            bounds.append(None if v is None else c_literal(v, attr_type(dt, False)))
             continue
         op = ctx.ins[i] if i < len(ctx.ins) else None
         if op is None:
             bounds.append(None)
         elif op.const is not None:
             v = half_to_float(op.const, op.dtype).reshape(-1)[0]
-            bounds.append(c_literal(v.item(), dt, not dt.is_float) if dt != DType.BOOL else str(int(v)))
+            bounds.append(c_literal(v.item(), dt))
         else:
             bounds.append(f"{{{len(ins)}}}")
             ins.append(reshaped(op, (), ctx.dim))

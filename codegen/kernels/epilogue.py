@@ -25,8 +25,8 @@ from onnxc.passes.shapes.epilogue_spec import (
     parse_epilogue,
 )
 
+from ..cexpr import c_literal
 from .base import KernelCtx
-from .nncommon import lit
 
 # activation name (epilogue_spec.ACTIVATIONS) -> ONNXC_ACT_* code of runtime_c/onnxc_act.h
 ACT_CODES: dict[str, int] = {
@@ -51,7 +51,7 @@ class Epilogue:
 
     def act_args(self, dt: DType) -> str:
         """``act, a, b`` as C arguments of ``onnxc_act_row_f/d``."""
-        return f"{self.act}, {lit(self.a, dt)}, {lit(self.b, dt)}"
+        return f"{self.act}, {c_literal(self.a, dt)}, {c_literal(self.b, dt)}"
 
 
 def _coded(act: Activation | None) -> tuple[int, float, float]:
@@ -74,13 +74,13 @@ def epilogue(ctx: KernelCtx) -> Epilogue:
 
 
 def use_act(ctx: KernelCtx) -> None:
-    ctx.helper("onnxc_act", '#include "onnxc_act.h"')
+    ctx.include("onnxc_act.h")
 
 
 def sg_epi(ep: Epilogue, bias: str = "NULL", bias_cols: bool = False, res: str = "NULL", ldr: str = "0") -> str:
     """A C initializer of ``onnxc_sg_epi`` (float GEMM epilogue)."""
-    return (f"{{{bias}, {int(bias_cols)}, {res}, {ldr}, {ep.act}, {lit(ep.a, DType.FLOAT)}, "
-            f"{lit(ep.b, DType.FLOAT)}}}")
+    return (f"{{{bias}, {int(bias_cols)}, {res}, {ldr}, {ep.act}, {c_literal(ep.a, DType.FLOAT)}, "
+            f"{c_literal(ep.b, DType.FLOAT)}}}")
 
 
 def rows_epilogue(ep: Epilogue, dt: DType, y: str, rows: str, n: str, res: str | None) -> list[str]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from onnxc.ir import DType, Node
 from onnxc.passes.shapes.fused import BOOL_OPS, DOMAIN, OP, In, Lit, Op
 
+from ..cexpr import c_literal
 from . import elementwise as ew
 from .base import KernelCtx, kernel
 
@@ -29,12 +30,6 @@ def _accepts(node: Node) -> str | None:
     return None
 
 
-def _literal(e: Lit, dt: DType) -> str:
-    if isinstance(e.value, bool):
-        return "1" if e.value else "0"
-    return ew.c_literal(e.value, dt, isinstance(e.value, int))
-
-
 class _Renderer:
     """Emits one ``const`` local per op; leaves are ``{k}`` placeholders (broadcast_loop fills them)."""
 
@@ -48,7 +43,7 @@ class _Renderer:
         if isinstance(e, In):
             return f"{{{e.k}}}"
         if isinstance(e, Lit):
-            return _literal(e, self.dt)
+            return c_literal(e.value, ew.attr_type(self.dt, isinstance(e.value, int)))
         if e in self.done:
             return self.done[e]
         args = [self.value(a) for a in e.args]
@@ -66,7 +61,7 @@ class _Renderer:
             for bound, cmp in (("min", "<"), ("max", ">")):
                 v = e.attr(bound)
                 if v is not None:
-                    lit = ew.c_literal(v, dt)
+                    lit = c_literal(v, dt)
                     x = f"({x} {cmp} {lit} ? {lit} : {x})"
             return x
         if e.op == "Pow":
@@ -79,7 +74,7 @@ class _Renderer:
         row = ew.UNARY.get(key) or ew.BINARY.get(key) or ew.VARIADIC.get(key)
         if row is None or "f" not in row.exprs:
             raise NotImplementedError(f"{key} has no float formula to fuse")
-        vals = {k: ew.c_literal(e.attr(k, d), dt, isinstance(d, int)) for k, d in row.attrs.items()}
+        vals = {k: c_literal(e.attr(k, d), ew.attr_type(dt, isinstance(d, int))) for k, d in row.attrs.items()}
         tmpl = row.exprs["f"]
         if e.op in ew.VARIADIC:
             acc = args[0]

@@ -14,10 +14,11 @@ from collections.abc import Callable
 from onnxc.ir import DType, Node
 from onnxc.passes.shapes.indexing import gathernd_shape, scatter_reduction
 
+from ..cexpr import c_product
 from ..templating import render
 from . import half
 from .base import KernelCtx, kernel
-from .copyutil import MOVABLE, MOVES, copy, cprod
+from .copyutil import MOVABLE, MOVES, copy
 
 
 def _check(ctx: KernelCtx, var: str, n: str) -> str:
@@ -34,8 +35,8 @@ def gather(ctx: KernelCtx) -> str:
     x, ind = ctx.ins[0], ctx.ins[1]
     axis = ctx.node.attr("axis", 0)
     axis = axis + x.rank if axis < 0 else axis
-    inner = cprod(x.dims[axis + 1:])
-    return render("gather_gather.c.j2", outer=cprod(x.dims[:axis]), n=x.dims[axis], inner=inner, ni=ind.numel(),
+    inner = c_product(x.dims[axis + 1:])
+    return render("gather_gather.c.j2", outer=c_product(x.dims[:axis]), n=x.dims[axis], inner=inner, ni=ind.numel(),
                   T=x.ctype, check=lambda v, n: _check(ctx, v, n),
                   copy_row=copy("d + k * inner", "s + v * inner", inner, x.ctype))
 
@@ -54,7 +55,7 @@ def _elements(ctx: KernelCtx, store: Callable[[str], str] | None = None) -> str:
     prelude = copy("out0", "in0", x.numel(), x.ctype) if store is not None else ""
     stmt = f"out0[row * w + j] = in0[{off}];" if store is None else store(off)
     coords = [{"i": a, "dim": ind.dims[a]} for a in range(last - 1, -1, -1)]
-    return render("gather_elements.c.j2", prelude=prelude, rows=cprod(ind.dims[:-1]), w=ind.dims[-1],
+    return render("gather_elements.c.j2", prelude=prelude, rows=c_product(ind.dims[:-1]), w=ind.dims[-1],
                   n=x.dims[axis], coords=coords, base=base, store=stmt, check=lambda v, n: _check(ctx, v, n))
 
 
@@ -65,16 +66,16 @@ def gather_elements(ctx: KernelCtx) -> str:
 
 def _comps(ctx: KernelCtx, dims: list[str], k: int) -> list[dict]:
     """The index-tuple components: each one's axis size and the stride of that axis (in elements)."""
-    return [{"dim": dims[j], "stride": cprod(dims[j + 1:])} for j in range(k)]
+    return [{"dim": dims[j], "stride": c_product(dims[j + 1:])} for j in range(k)]
 
 
 @kernel("GatherND", types=MOVES)
 def gather_nd(ctx: KernelCtx) -> str:
     x, ind = ctx.ins[0], ctx.ins[1]
     b, k, _ = gathernd_shape(ctx.node, x.shape, ind.shape)
-    sl = cprod(x.dims[b + k:])
-    return render("gather_nd.c.j2", scatter=False, nb=cprod(x.dims[:b]), cnt=cprod(ind.dims[b:-1]), sl=sl,
-                  bstride=cprod(x.dims[b:]), comps=_comps(ctx, x.dims[b:], k), check=lambda v, n: _check(ctx, v, n),
+    sl = c_product(x.dims[b + k:])
+    return render("gather_nd.c.j2", scatter=False, nb=c_product(x.dims[:b]), cnt=c_product(ind.dims[b:-1]), sl=sl,
+                  bstride=c_product(x.dims[b:]), comps=_comps(ctx, x.dims[b:], k), check=lambda v, n: _check(ctx, v, n),
                   copy_slice=copy("out0 + e * sl", "in0 + off", sl, x.ctype))
 
 
@@ -112,7 +113,7 @@ def scatter_nd(ctx: KernelCtx) -> str:
         half.use(ctx)
     k = int(ind.shape[-1])
     return render("gather_nd.c.j2", scatter=True, prelude=copy("out0", "in0", x.numel(), x.ctype),
-                  cnt=cprod(ind.dims[:-1]), sl=cprod(x.dims[k:]), comps=_comps(ctx, x.dims, k), T=x.ctype,
+                  cnt=c_product(ind.dims[:-1]), sl=c_product(x.dims[k:]), comps=_comps(ctx, x.dims, k), T=x.ctype,
                   check=lambda v, n: _check(ctx, v, n), combine=_combine(red, "d[i]", "u[i]", x.dtype))
 
 

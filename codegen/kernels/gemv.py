@@ -14,9 +14,9 @@ import numpy as np
 from onnxc.ir import DType
 from onnxc.passes.fuse_epilogues import gemv_dims
 
+from ..cexpr import c_literal
 from .base import KernelCtx
 from .epilogue import epilogue
-from .nncommon import lit
 
 NB = 64  # columns per panel (ONNXC_GV_NB)
 _F = DType.FLOAT
@@ -77,9 +77,9 @@ def gemv_body(ctx: KernelCtx) -> str | None:
     ctx.repack_const(1, pack_gemv(b))
     ep = epilogue(ctx)
     res = "NULL" if ep.residual is None else f"in{ep.residual}"
-    ctx.helper("onnxc_gemv", '#include "onnxc_gemv.h"')
+    ctx.include("onnxc_gemv.h")
     c_args = f"in2, {cs[0]}, {cs[1]}" if cs is not None else "NULL, 0, 0"
     if ep.bias is not None:  # MatMul's per-column bias is the C term with beta = 1
         beta, c_args = 1.0, f"in{ep.bias}, 0, 1"
-    return (f"onnxc_gemv(rt->threads, {m}, {n}, {k}, {lit(alpha, _F)}, in0, {lda}, in1, {lit(beta, _F)}, {c_args}, "
+    return (f"onnxc_gemv(rt->threads, {m}, {n}, {k}, {c_literal(alpha, _F)}, in0, {lda}, in1, {c_literal(beta, _F)}, {c_args}, "
             f"{res}, {ep.act_args(_F)}, out0, {n});\nreturn 0;")

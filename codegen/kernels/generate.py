@@ -13,11 +13,12 @@ from __future__ import annotations
 from onnxc.ir import DType, Node
 from onnxc.passes.shapes.shape_ops import SYM_DOMAIN, fill_value, range_stash, shape_range
 
+from ..cexpr import c_literal, c_product
 from ..templating import render
 from . import dynshape as ds
 from . import half
 from .base import KernelCtx, kernel
-from .copyutil import MOVABLE, clit, copy, cprod
+from .copyutil import MOVABLE, copy
 from .typesets import ANY, ARITH
 
 RANGE_TYPES = ARITH  # numbers of every width; floats in double like numpy.arange
@@ -58,7 +59,7 @@ def _cos_shape(ctx: KernelCtx) -> str:
 @kernel("ConstantOfShape", types=MOVABLE - {DType.BFLOAT16}, typed="out0", shape_fn=_cos_shape)
 def constant_of_shape(ctx: KernelCtx) -> str:
     y = ctx.outs[0]
-    return render("generate_fill.c.j2", n=y.numel(), value=clit(fill_value(ctx.node)[0], y.dtype))
+    return render("generate_fill.c.j2", n=y.numel(), value=c_literal(fill_value(ctx.node)[0], y.dtype))
 
 
 def _range_shape(ctx: KernelCtx) -> str:
@@ -137,8 +138,8 @@ def onehot(ctx: KernelCtx) -> str:
     ind, y = ctx.ins[0], ctx.outs[0]
     axis = ctx.node.attr("axis", -1)
     axis = axis + y.rank if axis < 0 else axis
-    return render("generate_onehot.c.j2", T=y.ctype, depth=y.dims[axis], outer=cprod(ind.dims[:axis]),
-                  inner=cprod(ind.dims[axis:]), n=y.numel(), float_index=ind.dtype.is_float,
+    return render("generate_onehot.c.j2", T=y.ctype, depth=y.dims[axis], outer=c_product(ind.dims[:axis]),
+                  inner=c_product(ind.dims[axis:]), n=y.numel(), float_index=ind.dtype.is_float,
                   load_index=half.load(ind.dtype, "in0[o * inner + j]"))
 
 
@@ -153,12 +154,12 @@ def trilu(ctx: KernelCtx) -> str:
     copies = [{"zero": False, "stmt": copy(f"d + {lo}", f"s + {lo}", f"{hi} - {lo}", x.ctype)}
               for lo, hi in (("0", "m"), ("m", "cols"))]
     parts = [zeros[0], copies[1]] if upper else [copies[0], zeros[1]]
-    return render("generate_trilu.c.j2", k=k, nb=cprod(x.dims[:-2]), rows=x.dims[-2], cols=x.dims[-1], T=x.ctype,
-                  split=split, parts=parts, zero=clit(0, x.dtype))
+    return render("generate_trilu.c.j2", k=k, nb=c_product(x.dims[:-2]), rows=x.dims[-2], cols=x.dims[-1], T=x.ctype,
+                  split=split, parts=parts, zero=c_literal(0, x.dtype))
 
 
 @kernel("EyeLike", types=MOVABLE, typed="out0")
 def eyelike(ctx: KernelCtx) -> str:
     y = ctx.outs[0]
     return render("generate_eyelike.c.j2", rows=y.dims[0], cols=y.dims[1], k=int(ctx.attr("k", 0)),
-                  zero=clit(0, y.dtype), one=clit(1, y.dtype))
+                  zero=c_literal(0, y.dtype), one=c_literal(1, y.dtype))

@@ -15,10 +15,10 @@ from __future__ import annotations
 from onnxc.ir import DType, Node, TensorType
 from onnxc.passes.shapes.resize import grid_mode
 
+from ..cexpr import c_literal, c_product
 from . import dynshape as ds
 from . import half
 from .base import KernelCtx, kernel
-from .nncommon import lit, prod
 from .parfor import par_for
 from .typesets import ALL_FLOATS
 
@@ -60,7 +60,7 @@ def _coord_lines(ctx: KernelCtx, T: str, taps: int, mode: str) -> list[str]:
     """C filling ``ix``/``w`` (taps of position p, axis a: element offsets or -1, weights) from normalized
     coordinate ``v``."""
     dt = DType.DOUBLE if T == "double" else DType.FLOAT
-    one, two = lit(1.0, dt), lit(2.0, dt)
+    one, two = c_literal(1.0, dt), c_literal(2.0, dt)
     fl = "floor" if T == "double" else "floorf"
     lines = [f"const {T} dd = ({T})d[a];",
              f"{T} x = align ? (v + {one}) / {two} * (dd - {one}) : ((v + {one}) * dd - {one}) / {two};"]
@@ -80,7 +80,7 @@ def _coord_lines(ctx: KernelCtx, T: str, taps: int, mode: str) -> list[str]:
         lines += [f"tw[0] = {one} - t; tw[1] = t;"]
         first = "i0"
     else:
-        A = lit(-0.75, dt)
+        A = c_literal(-0.75, dt)
         lines += [f"const {T} A = {A}, u = {one} - t;",
                   f"tw[0] = ((A * (t + {one}) - 5 * A) * (t + {one}) + 8 * A) * (t + {one}) - 4 * A;",
                   f"tw[1] = ((A + 2) * t - (A + 3)) * t * t + {one};",
@@ -120,9 +120,9 @@ def grid_sample(ctx: KernelCtx) -> str:
     ctx.helper(f"onnxc_gs_{T}", HELPERS.format(T=T))
     dt = DType.DOUBLE if T == "double" else DType.FLOAT
     xs = x.strides()
-    lo = ", ".join(lit(-0.5, dt) if not align else "0" for _ in range(r))
-    hi = ", ".join(f"({T})(d[{a}] - 1)" if align else f"({T})d[{a}] - {lit(0.5, dt)}" for a in range(r))
-    head = [f"const int64_t N = {y.dims[0]}, C = {y.dims[1]}, P = {prod(y.dims[2:])}, S = {prod(x.dims[2:])};",
+    lo = ", ".join(c_literal(-0.5, dt) if not align else "0" for _ in range(r))
+    hi = ", ".join(f"({T})(d[{a}] - 1)" if align else f"({T})d[{a}] - {c_literal(0.5, dt)}" for a in range(r))
+    head = [f"const int64_t N = {y.dims[0]}, C = {y.dims[1]}, P = {c_product(y.dims[2:])}, S = {c_product(x.dims[2:])};",
             f"const int64_t d[{r}] = {{{', '.join(x.dims[2:])}}}, st[{r}] = {{{', '.join(xs[2:])}}};",
             f"const int align = {align}, padding = {padding};",
             f"const {T} lo[{r}] = {{{lo}}}, hi[{r}] = {{{hi}}};",

@@ -20,7 +20,6 @@ from onnxc.passes.shapes.cast import half_to_float
 from .base import WHO, KernelCtx, Operand
 
 HALF = frozenset({DType.FLOAT16, DType.BFLOAT16})
-HEADER = '#include "onnxc_half.h"'
 
 _LOAD = {DType.FLOAT16: "onnxc_h2f", DType.BFLOAT16: "onnxc_bf2f"}
 _STORE = {DType.FLOAT16: "onnxc_f2h", DType.BFLOAT16: "onnxc_f2bf"}
@@ -49,7 +48,7 @@ def wrap(expr: str, ins: list[DType], out: DType) -> str:
 
 def use(ctx: KernelCtx) -> None:
     """Include the conversion helpers in the kernel's translation unit."""
-    ctx.helper("half", HEADER)
+    ctx.include("onnxc_half.h")
 
 
 def via_float32(fn: Callable[[KernelCtx], str]) -> Callable[[KernelCtx], str]:

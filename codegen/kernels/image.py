@@ -24,7 +24,7 @@ def _pixel_format(node: Node) -> str:
 
 @kernel("ImageDecoder", allocates=True, types=(DType.UINT8,))
 def image_decoder(ctx: KernelCtx) -> str:
-    ctx.helper("onnxc_image", '#include "onnxc_image.h"')
+    ctx.include("onnxc_image.h")
     x, y = ctx.ins[0], ctx.outs[0]
     fmt = _FORMATS[_pixel_format(ctx.node)]  # validated by the shape rule (passes/shapes/image.py)
     channels = 1 if fmt == 2 else 3

@@ -24,18 +24,18 @@ from __future__ import annotations
 
 from onnxc.ir import DType
 
+from ..cexpr import c_product
 from ..templating import render
 from . import dynshape as ds
 from . import half
 from .base import KernelCtx, kernel
-from .copyutil import cprod
 from .nncommon import FLOATS
 from .parcall import SLOTS, par_call
 
 
 def _batch(x) -> str:
     """C count of the matrices of ``x``: the product of its leading dims."""
-    return cprod(x.dims[:-2]) if x.rank > 2 else "1"
+    return c_product(x.dims[:-2]) if x.rank > 2 else "1"
 
 
 @kernel("Det", types=FLOATS | half.HALF)

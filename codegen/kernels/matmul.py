@@ -13,13 +13,14 @@ from __future__ import annotations
 
 from onnxc.ir import DType
 
+from ..cexpr import c_literal, c_product
 from ..templating import render
 from . import half
 from .base import KernelCtx, Operand, kernel
 from .epilogue import Epilogue, epilogue, rows_epilogue
 from .gemv import gemv_body  # small-M products with a constant B (runtime_c/onnxc_gemv.h)
 from .matmul_half import gemm_epilogue, half_mm
-from .nncommon import FLOATS, GEMM_INTS, dtype_accepts, gemm_call, gemm_expr, lit, prod
+from .nncommon import FLOATS, GEMM_INTS, dtype_accepts, gemm_call, gemm_expr
 from .parcall import par_call
 from .sgemm_call import sgemm_stmt
 
@@ -44,8 +45,8 @@ def _mm(ctx: KernelCtx, dt: DType, ta: bool, tb: bool, m: str, n: str, k: str, a
         ldb: str, c: str, ldc: str, alpha: str = "", beta: str = "") -> str:
     """C statement: C = alpha op(A) op(B) + beta C (floats) or C = op(A) op(B) (ints)."""
     if dt in FLOATS:
-        return gemm_call(ctx, dt, str(int(ta)), str(int(tb)), m, n, k, alpha or lit(1.0, dt), a, lda, b, ldb,
-                         beta or lit(0.0, dt), c, ldc)
+        return gemm_call(ctx, dt, str(int(ta)), str(int(tb)), m, n, k, alpha or c_literal(1.0, dt), a, lda, b, ldb,
+                         beta or c_literal(0.0, dt), c, ldc)
     fn = int_gemm_helper(ctx, dt)
     sam, sak = ("1", lda) if ta else (lda, "1")
     sbk, sbn = ("1", ldb) if tb else (ldb, "1")
@@ -65,7 +66,7 @@ def matmul(ctx: KernelCtx) -> str:
     lines = [f"const int64_t M = {m}, N = {n}, K = {k};"]
     abatch, bbatch = ad[:-2], bd[:-2]
     if not bbatch:  # A's batch axes fold into the rows of one GEMM
-        rows = prod(abatch + ["M"]) if abatch else "M"
+        rows = c_product(abatch + ["M"]) if abatch else "M"
         if dt in half.HALF:
             lines.append(f"if ({half_mm(ctx, dt, False, False, rows, 'N', 'K', 'in0', 'K', 'in1', 'N', 'out0')}) "
                          "return onnxc_fail(rt, ONNXC_ERR_MEMORY, \"out of memory in MatMul\");")
@@ -93,13 +94,13 @@ def matmul(ctx: KernelCtx) -> str:
             acc = d if acc == "1" else f"{acc} * ({d})"
     threads = "inner ? rt->threads : 1"
     if dt in FLOATS:
-        call = gemm_expr(ctx, dt, "0", "0", "M", "N", "K", lit(1.0, dt), "pa", "K", "pb", "N", lit(0.0, dt), "py",
+        call = gemm_expr(ctx, dt, "0", "0", "M", "N", "K", c_literal(1.0, dt), "pa", "K", "pb", "N", c_literal(0.0, dt), "py",
                          "N", threads=threads)
     elif dt in half.HALF:
         call = half_mm(ctx, dt, False, False, "M", "N", "K", "pa", "K", "pb", "N", "py", threads=threads)
     else:
         call = _mm(ctx, dt, False, False, "M", "N", "K", "pa", "K", "pb", "N", "py", "N")
-    return render("matmul_batched.c.j2", M=m, N=n, K=k, axes=axes, NB=prod(odims), T=dt.c, call=call,
+    return render("matmul_batched.c.j2", M=m, N=n, K=k, axes=axes, NB=c_product(odims), T=dt.c, call=call,
                   fallible=dt in FLOATS or dt in half.HALF, epilogue=rows_epilogue(ep, dt, "out0", "NB * M", "N", res),
                   par=par_call(ctx))
 
@@ -146,18 +147,18 @@ def gemm(ctx: KernelCtx) -> str:
         has_c = c is not None and beta != 0
         vec = _c_vector(c, y) if has_c and beta == 1 and dt == DType.FLOAT else None
         if vec is not None:  # a bias per column (row): added in the GEMM epilogue, Y is written once
-            lines.append(sgemm_stmt(ctx, "M", "N", "K", lit(alpha, dt), "in0", a.dims[1], ta, 1, tb, "0.0f", "out0",
+            lines.append(sgemm_stmt(ctx, "M", "N", "K", c_literal(alpha, dt), "in0", a.dims[1], ta, 1, tb, "0.0f", "out0",
                                     "N", ep, bias="in2", bias_cols=vec))
             lines.append("return 0;")
             return "\n".join(lines)
         if has_c:
-            lines.append(_fill_c(c, y, lit(beta, dt), dt))
+            lines.append(_fill_c(c, y, c_literal(beta, dt), dt))
         if dt == DType.FLOAT:  # constant B packed at compile time, epilogue fused
-            lines.append(sgemm_stmt(ctx, "M", "N", "K", lit(alpha, dt), "in0", a.dims[1], ta, 1, tb,
-                                    lit(1.0 if has_c else 0.0, dt), "out0", "N", ep))
+            lines.append(sgemm_stmt(ctx, "M", "N", "K", c_literal(alpha, dt), "in0", a.dims[1], ta, 1, tb,
+                                    c_literal(1.0 if has_c else 0.0, dt), "out0", "N", ep))
         else:
             lines.append(_mm(ctx, dt, ta, tb, "M", "N", "K", "in0", a.dims[1], "in1", b.dims[1], "out0", "N",
-                             lit(alpha, dt), lit(1.0 if has_c else 0.0, dt)))
+                             c_literal(alpha, dt), c_literal(1.0 if has_c else 0.0, dt)))
             lines += rows_epilogue(ep, dt, "out0", "M", "N", res)
         lines.append("return 0;")
         return "\n".join(lines)

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from onnxc.ir import DType
 
+from ..cexpr import c_literal
 from . import half
 from .base import KernelCtx, Operand
-from .nncommon import lit
 
 HGEMM = {DType.FLOAT16: "onnxc_hgemm_f16", DType.BFLOAT16: "onnxc_hgemm_bf16"}
 
@@ -29,7 +29,7 @@ def half_gemm_helper(ctx: KernelCtx, dt: DType) -> str:
     """Name of the C function ``f(threads, M, N, K, A, sam, sak, B, sbk, sbn, Y)`` (runtime_c/onnxc_hgemm.h)
     writing the rounded ``dt`` product Y (row-major, ld N) of strided ``dt`` matrices A (M x K) and
     B (K x N); it returns nonzero when out of memory."""
-    ctx.helper("onnxc_hgemm", '#include "onnxc_hgemm.h"')
+    ctx.include("onnxc_hgemm.h")
     return HGEMM[dt]
 
 
@@ -47,7 +47,7 @@ def gemm_epilogue(ctx: KernelCtx, dt: DType, c: Operand | None, alpha: float, be
     has_c = c is not None and beta != 0
     if alpha == 1 and not has_c:
         return []
-    lines = [f"const float fa = {lit(alpha, DType.FLOAT)}, fb = {lit(beta, DType.FLOAT)}; (void)fb;"]
+    lines = [f"const float fa = {c_literal(alpha, DType.FLOAT)}, fb = {c_literal(beta, DType.FLOAT)}; (void)fb;"]
     # volatile keeps each float32 step rounded on its own (no contraction into a fused multiply-add)
     steps = [f"volatile float v = {half.load(dt, 'out0[i * N + j]')} * fa;"]
     if has_c:

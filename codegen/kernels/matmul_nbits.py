@@ -17,8 +17,8 @@ import numpy as np
 from onnxc.ir import DType, Node
 from onnxc.passes.shapes.contrib import NBITS_DOMAIN, nbits_spec
 
+from ..cexpr import c_product
 from .base import KernelCtx, kernel
-from .nncommon import prod
 
 NR = 32  # columns per group (ONNXC_NB_NR)
 PAD_Q = 8  # q, z of padding rows and columns: (8 - 8) * 0 = 0
@@ -69,8 +69,8 @@ def matmul_nbits(ctx: KernelCtx) -> str:
         ctx.repack_const(3, pack_table(np.asarray(ctx.const_input(3), np.float32), float(PAD_Q)))
         zpf = "in3"
     bias = "in4" if ctx.node.input(4) is not None else "NULL"
-    rows = prod(list(a.dims[:-1])) if a.rank > 1 else "1"
-    ctx.helper("onnxc_nbits", '#include "onnxc_nbits.h"')
+    rows = c_product(list(a.dims[:-1])) if a.rank > 1 else "1"
+    ctx.include("onnxc_nbits.h")
     return "\n".join([
         f"const onnxc_nb_weights w_ = {{{spec.n}, {spec.k}, {spec.block}, in1, in2, {zp}, {zpf}, {bias}}};",
         f"if (onnxc_nbits_matmul(rt->threads, {rows}, in0, {spec.k}, &w_, out0, {spec.n}))",

@@ -17,9 +17,9 @@ import numpy as np
 from onnxc.ir import DType, Node
 from onnxc.passes.shapes.ml import ML, label_map
 
+from ..cexpr import c_literal, c_product
 from .base import KernelCtx, kernel
-from .copyutil import cprod
-from .ctables import literal, typed_table
+from .ctables import typed_table
 from .strpool import string_pool
 
 _LABEL_TYPES = frozenset({DType.STRING, DType.INT64, DType.INT32, DType.INT16, DType.FLOAT, DType.DOUBLE})
@@ -41,7 +41,7 @@ def label_encoder(ctx: KernelCtx) -> str:
         vals = typed_table(ctx, m.value_type, m.values)
     else:
         vals = ctx.blob_table("values", np.asarray(m.values, dtype=m.value_type.np))
-    dflt = literal(m.default, m.value_type)
+    dflt = c_literal(m.default, m.value_type)
     lines = [f"const int64_t n_ = {x.numel()};", "for (int64_t i = 0; i < n_; i++) {"]
     if m.index:
         lines += ["const int64_t v = (int64_t)in0[i];",
@@ -58,7 +58,7 @@ def label_encoder(ctx: KernelCtx) -> str:
         keys = ctx.blob_table("keys", np.asarray(m.keys, dtype=np.float64 if floats else np.int64))
         lines.append(f"const {kt} v = ({kt})in0[i];")
         if floats:
-            nan = dflt if m.nan_value is None else literal(m.nan_value, m.value_type)
+            nan = dflt if m.nan_value is None else c_literal(m.nan_value, m.value_type)
             lines.append(f"if (v != v) {{ out0[i] = {nan}; continue; }}")
         lines += [f"int64_t lo = 0, hi = {len(m.keys)};", "while (lo < hi) {", "const int64_t mid = (lo + hi) / 2;",
                   f"if ({keys}[mid] < v) lo = mid + 1; else hi = mid;", "}",
@@ -76,7 +76,7 @@ def array_feature_extractor(ctx: KernelCtx) -> str:
     x, ind = ctx.ins[0], ctx.ins[1]
     who = ctx.who
     return "\n".join([
-        f"const int64_t c_ = {x.dims[-1]}, rows_ = {cprod(x.dims[:-1]) if x.rank > 1 else '1'}, k_ = {ind.numel()};",
+        f"const int64_t c_ = {x.dims[-1]}, rows_ = {c_product(x.dims[:-1]) if x.rank > 1 else '1'}, k_ = {ind.numel()};",
         "for (int64_t k = 0; k < k_; k++)",
         f"if (in1[k] < 0 || in1[k] >= c_) return onnxc_fail(rt, ONNXC_ERR_RUNTIME, \"%s: index %lld is out of range "
         f"for the last axis of size %lld\", {who}, (long long)in1[k], (long long)c_);",
@@ -88,7 +88,7 @@ def array_feature_extractor(ctx: KernelCtx) -> str:
 @kernel("Binarizer", domain=ML, types=_BINARIZER_TYPES)
 def binarizer(ctx: KernelCtx) -> str:
     x = ctx.ins[0]
-    thr = literal(float(ctx.attr("threshold", 0.0)), DType.DOUBLE)
+    thr = c_literal(float(ctx.attr("threshold", 0.0)), DType.DOUBLE)
     lines = [f"const int64_t n_ = {x.numel()};"]
     if ctx.node.inputs[0].type.dtype in (DType.FLOAT, DType.DOUBLE):  # onnxruntime refuses NaN inputs
         lines += ["for (int64_t i = 0; i < n_; i++)",

@@ -18,15 +18,13 @@ from onnxc.ir import DType
 from onnxc.passes.shapes.ml import ML
 from onnxc.passes.shapes.ml_maps import cast_map_form, class_labels, vocabulary
 
+from ..cexpr import c_literal
 from .base import KernelCtx, kernel
-from .control_flow import HEADER
-from .ctables import literal, table, typed_table
-
-_STRINGS = '#include "onnxc_strings.h"'
+from .ctables import table, typed_table
 
 
 def _prelude(ctx: KernelCtx) -> list[str]:
-    ctx.helper("onnxc_value", HEADER)
+    ctx.include("onnxc_value.h")
     return [f"const char *const NODE_ = {ctx.who};"]
 
 
@@ -86,7 +84,7 @@ def _map_checks(x_key: DType, x_val: DType) -> list[str]:
 
 
 def _cast_map_shape(ctx: KernelCtx) -> str:
-    ctx.helper("onnxc_value", HEADER)
+    ctx.include("onnxc_value.h")
     t = ctx.node.inputs[0].type
     L = [f"const char *const NODE_ = {ctx.who};", *_map_checks(t.key, t.value.dtype)]
     L += [f"{lv} = n_;" for lv in ctx.defines.values()]  # the dense form's column count
@@ -104,7 +102,7 @@ def cast_map(ctx: KernelCtx) -> str:
     L += ["const int64_t *k_ = (const int64_t *)in0->items[0]->t.data;",
           f"const {src.c} *v_ = (const {src.c} *)in0->items[1]->t.data;"]
     if to == DType.STRING or src == DType.STRING:
-        ctx.helper("onnxc_strings", _STRINGS)
+        ctx.include("onnxc_strings.h")
     if src == DType.STRING and to != DType.STRING:
         conv = "strtof(v_[i], NULL)" if to == DType.FLOAT else "(int64_t)strtoll(v_[i], NULL, 10)"
     elif src == DType.STRING or to != DType.STRING:
@@ -141,7 +139,7 @@ def dict_vectorizer(ctx: KernelCtx) -> str:
     pos = table(ctx, "int64_t", [str(i) for i in order])
     L = _prelude(ctx)
     L += _map_checks(key, val)
-    zero = literal("", DType.STRING) if val == DType.STRING else "0"
+    zero = c_literal("", DType.STRING) if val == DType.STRING else "0"
     L += [f"const {key.c} *k_ = (const {key.c} *)in0->items[0]->t.data;",
           f"const {val.c} *v_ = (const {val.c} *)in0->items[1]->t.data;",
           f"for (int64_t j = 0; j < {len(vocab)}; j++) out0[j] = {zero};",

@@ -6,12 +6,10 @@ from __future__ import annotations
 
 from .base import KernelCtx
 
-HEADER = '#include "onnxc_ml.h"'
-
 
 def use(ctx: KernelCtx) -> None:
     """Declare the ml helpers (runtime_c/onnxc_ml.h) in the kernel's translation unit."""
-    ctx.helper("onnxc_ml", HEADER)
+    ctx.include("onnxc_ml.h")
 
 
 def use_probit(ctx: KernelCtx) -> str:

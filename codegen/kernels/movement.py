@@ -17,11 +17,12 @@ from __future__ import annotations
 
 from onnxc.passes.shapes.movement import concat_axis, space_depth_perm, space_depth_view, transpose_perm
 
+from ..cexpr import c_product
 from ..templating import render
 from . import dynshape as ds
 from . import random
 from .base import KernelCtx, alias_kernel, kernel, shape_function
-from .copyutil import MOVES, copy, cprod, transpose_body
+from .copyutil import MOVES, copy, transpose_body
 from .loops import broadcast_loop
 from .typesets import ANY, MOVABLE
 
@@ -64,7 +65,7 @@ def unsqueeze_shape(ctx: KernelCtx) -> str:
 def transpose(ctx: KernelCtx) -> str:
     x = ctx.ins[0]
     return transpose_body("in0", "out0", x.dims, transpose_perm(ctx.node, x.rank), x.ctype, x.dtype.itemsize,
-                          ctx.helper)
+                          ctx.include)
 
 
 @kernel("DepthToSpace", "SpaceToDepth", types=MOVES)
@@ -72,14 +73,14 @@ def space_depth(ctx: KernelCtx) -> str:
     x = ctx.ins[0]
     view = [ctx.dim(d) for d in space_depth_view(ctx.node, x.shape)]
     _, perm = space_depth_perm(ctx.node)
-    return transpose_body("in0", "out0", view, perm, x.ctype, x.dtype.itemsize, ctx.helper)
+    return transpose_body("in0", "out0", view, perm, x.ctype, x.dtype.itemsize, ctx.include)
 
 
 def _chunks(operands, axis: int, inner: list[str], copy_of) -> list[dict]:
     """The non-empty chunks (one per operand) of an outer row, with the statement copying each."""
     chunks = []
     for i, v in enumerate(operands):
-        c = cprod([v.dims[axis], *inner])
+        c = c_product([v.dims[axis], *inner])
         if c != "0":
             chunks.append({"i": i, "size": c, "stmt": copy_of(i)})
     return chunks
@@ -91,7 +92,7 @@ def concat(ctx: KernelCtx) -> str:
     axis = concat_axis(ctx.node, y.rank)
     inner = y.dims[axis + 1:]
     chunks = _chunks(ctx.ins, axis, inner, lambda i: copy("out0 + o", f"in{i} + r * c{i}", f"c{i}", y.ctype))
-    return render("movement_chunks.c.j2", split=False, outer=cprod(y.dims[:axis]), chunks=chunks)
+    return render("movement_chunks.c.j2", split=False, outer=c_product(y.dims[:axis]), chunks=chunks)
 
 
 def split_shape(ctx: KernelCtx) -> str:
@@ -111,7 +112,7 @@ def split(ctx: KernelCtx) -> str:
     axis = ctx.node.attr("axis", 0)
     axis = axis + x.rank if axis < 0 else axis
     chunks = _chunks(ctx.outs, axis, x.dims[axis + 1:], lambda k: copy(f"out{k} + r * c{k}", "s", f"c{k}", x.ctype))
-    return render("movement_chunks.c.j2", split=True, outer=cprod(x.dims[:axis]), row=cprod(x.dims[axis:]),
+    return render("movement_chunks.c.j2", split=True, outer=c_product(x.dims[:axis]), row=c_product(x.dims[axis:]),
                   T=x.ctype, chunks=chunks)
 
 
@@ -146,7 +147,7 @@ def tile(ctx: KernelCtx) -> str:
         return "out0[0] = in0[0];\nreturn 0;"
     xs = x.strides()
     axes = [{"out": y.dims[a], "dim": x.dims[a], "stride": xs[a]} for a in range(r - 2, -1, -1)]
-    return render("movement_tile.c.j2", shape=False, rows=cprod(y.dims[:-1]), w=x.dims[-1], ow=y.dims[-1], axes=axes,
+    return render("movement_tile.c.j2", shape=False, rows=c_product(y.dims[:-1]), w=x.dims[-1], ow=y.dims[-1], axes=axes,
                   T=x.ctype, copy_row=copy("d + j", "in0 + src", "w", x.ctype))
 
 

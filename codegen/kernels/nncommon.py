@@ -6,7 +6,6 @@ codegen/kernels/parfor.py).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
 from onnxc.ir import DType, Node, TensorType, UnsupportedOpError
@@ -63,22 +62,13 @@ def is_used(v) -> bool:
     return bool(v.uses()) or (v.graph is not None and any(o is v for o in v.graph.outputs))
 
 
-def lit(x: float, dt: DType) -> str:
-    """C literal of ``x`` in float type ``dt``."""
-    if math.isnan(x):
-        return "NAN"
-    if math.isinf(x):
-        return "INFINITY" if x > 0 else "-INFINITY"
-    return repr(float(x)) if dt == DType.DOUBLE else f"{float(x)!r}f"
-
-
 def mfn(name: str, dt: DType) -> str:
     """The <math.h> function ``name`` for ``dt`` (expf for float, exp for double)."""
     return name + "f" if dt == DType.FLOAT else name
 
 
 def use_gemm(ctx: KernelCtx) -> None:
-    ctx.helper("onnxc_gemm", '#include "onnxc_gemm.h"')
+    ctx.include("onnxc_gemm.h")
 
 
 def gemm_expr(ctx: KernelCtx, dt: DType, ta: str, tb: str, m: str, n: str, k: str, alpha: str, a: str,
@@ -96,10 +86,3 @@ def gemm_call(ctx: KernelCtx, dt: DType, *args: str, threads: str = "rt->threads
             "return onnxc_fail(rt, ONNXC_ERR_MEMORY, \"out of memory in GEMM\");")
 
 
-def prod(dims: list[str]) -> str:
-    """C product of dim expressions (folded when all are literals)."""
-    if all(d.isdigit() for d in dims):
-        return str(math.prod(int(d) for d in dims))
-    lits = math.prod(int(d) for d in dims if d.isdigit())
-    rest = [f"({d})" for d in dims if not d.isdigit()]
-    return " * ".join(([str(lits)] if lits != 1 else []) + rest) or "1"

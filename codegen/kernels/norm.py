@@ -13,10 +13,11 @@ from __future__ import annotations
 from onnxc.ir import DType, Node
 from onnxc.passes.shapes.norm import stash_dtype
 
+from ..cexpr import c_literal, c_product
 from ..templating import render
 from . import half, training
 from .base import KernelCtx, kernel
-from .nncommon import FLOATS, is_used, lit, mfn, prod, unsupported
+from .nncommon import FLOATS, is_used, mfn, unsupported
 from .parcall import par_call
 
 
@@ -38,8 +39,8 @@ def batch_norm(ctx: KernelCtx) -> str:
     x = ctx.ins[0]
     dt = x.dtype
     eps = float(ctx.attr("epsilon", 1e-5))
-    return render("norm_batch.c.j2", N=x.dims[0], C=x.dims[1], S=prod(x.dims[2:]) if x.rank > 2 else "1",
-                  T=dt.c, sqrt=mfn("sqrt", dt), eps=lit(eps, dt),
+    return render("norm_batch.c.j2", N=x.dims[0], C=x.dims[1], S=c_product(x.dims[2:]) if x.rank > 2 else "1",
+                  T=dt.c, sqrt=mfn("sqrt", dt), eps=c_literal(eps, dt),
                   per_elem=ctx.ins[1].rank > 1, par=par_call(ctx))  # per_elem: spatial=0 (opset < 9)
 
 
@@ -48,7 +49,7 @@ def batch_norm(ctx: KernelCtx) -> str:
 def instance_norm(ctx: KernelCtx) -> str:
     x = ctx.ins[0]
     eps = float(ctx.attr("epsilon", 1e-5))
-    return render("norm_instance.c.j2", N=x.dims[0], C=x.dims[1], S=prod(x.dims[2:]), T=x.dtype.c,
+    return render("norm_instance.c.j2", N=x.dims[0], C=x.dims[1], S=c_product(x.dims[2:]), T=x.dtype.c,
                   eps=repr(eps), par=par_call(ctx))
 
 
@@ -64,7 +65,7 @@ def _affine_index(ctx: KernelCtx, axis: int) -> dict[int, str]:
         if n == "1":
             idx[i] = "0"
         elif list(op.dims) == list(x.dims[x.rank - op.rank:]) and op.rank <= x.rank - axis:
-            # same trailing dims: contiguous over the block's last prod(op dims) elements
+            # same trailing dims: contiguous over the block's last c_product(op dims) elements
             idx[i] = "j" if op.rank == x.rank - axis else f"j % ({n})"
         else:
             raise unsupported(ctx, f"input {i} of shape {list(op.shape)} must match the normalized shape "
@@ -82,8 +83,8 @@ def layer_norm(ctx: KernelCtx) -> str:
     eps = float(ctx.attr("epsilon", 1e-5))
     idx = _affine_index(ctx, axis)
     # float rows: one pass (exact products in double); double rows keep the centered second pass
-    return render("norm_layer.c.j2", rows=prod(x.dims[:axis]) if axis > 0 else "1",
-                  cols=prod(x.dims[axis:]) if axis < x.rank else "1", T=dt.c, ST=stash_dtype(ctx.node).c,
+    return render("norm_layer.c.j2", rows=c_product(x.dims[:axis]) if axis > 0 else "1",
+                  cols=c_product(x.dims[axis:]) if axis < x.rank else "1", T=dt.c, ST=stash_dtype(ctx.node).c,
                   one_pass=dt == DType.FLOAT, eps=repr(eps), scale=f"in1[{idx[1]}]",
                   shift=f" + in2[{idx[2]}]" if 2 in idx else "", stash_mean=len(ctx.outs) > 1,
                   stash_inv=len(ctx.outs) > 2, par=par_call(ctx))
@@ -99,14 +100,14 @@ def lrn(ctx: KernelCtx) -> str:
     dt = x.dtype
     size = int(ctx.attr("size"))
     alpha, beta, bias = (float(ctx.attr(k, d)) for k, d in (("alpha", 1e-4), ("beta", 0.75), ("bias", 1.0)))
-    base = f"{lit(bias, dt)} + {lit(alpha / size, dt)} * y[j]"
+    base = f"{c_literal(bias, dt)} + {c_literal(alpha / size, dt)} * y[j]"
     simd = "#pragma omp simd"
     if dt == DType.FLOAT:
-        ctx.helper("onnxc_vmath", '#include "onnxc_vmath.h"')
-        scale = f"onnxc_vexpf({lit(-beta, dt)} * onnxc_vlogf({base}))"
+        ctx.include("onnxc_vmath.h")
+        scale = f"onnxc_vexpf({c_literal(-beta, dt)} * onnxc_vlogf({base}))"
         simd = "ONNXC_VM_SIMD"
     else:
-        scale = f"pow({base}, {lit(-beta, dt)})"
-    return render("norm_lrn.c.j2", N=x.dims[0], C=x.dims[1], S=prod(x.dims[2:]), T=dt.c, size=size,
+        scale = f"pow({base}, {c_literal(-beta, dt)})"
+    return render("norm_lrn.c.j2", N=x.dims[0], C=x.dims[1], S=c_product(x.dims[2:]), T=dt.c, size=size,
                   LO=(size - 1) // 2, HI=(size - 1) - (size - 1) // 2,  # channels before / after c in the window
                   simd=simd, scale=scale, par=par_call(ctx))

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from onnxc.passes.shapes.misc_nn import reverse_axes, scatter_axis, scatter_mode, unpool_inferred
 
+from ..cexpr import c_literal, c_product
 from . import dynshape as ds
 from .base import KernelCtx, kernel
-from .copyutil import clit, copy, cprod
+from .copyutil import copy
 from .typesets import ALL_FLOATS, STORABLE
 
 
@@ -44,9 +45,9 @@ def maxunpool(ctx: KernelCtx) -> str:
     inf = [ctx.dim(d) for d in unpool_inferred(ctx.node)]
     outs = y.dims[2:]
     lines = _same(ctx, [(i, d, f"I dim {a}") for a, (i, d) in enumerate(zip(ctx.ins[1].dims, x.dims))])
-    lines += [f"const int64_t NC = {cprod(x.dims[:2])}, n = {x.numel()};",
-             f"const int64_t total = NC * {cprod(inf)};",
-             f"for (int64_t i = 0; i < {y.numel()}; i++) out0[i] = {clit(0, y.dtype)};"]
+    lines += [f"const int64_t NC = {c_product(x.dims[:2])}, n = {x.numel()};",
+             f"const int64_t total = NC * {c_product(inf)};",
+             f"for (int64_t i = 0; i < {y.numel()}; i++) out0[i] = {c_literal(0, y.dtype)};"]
     same = list(y.shape[2:]) == list(unpool_inferred(ctx.node))
     if not same:  # the inferred tensor sits at the start of each axis of a larger output
         lines.append(f"if (({y.dims[0]}) != ({x.dims[0]}) || ({y.dims[1]}) != ({x.dims[1]})) "
@@ -79,7 +80,7 @@ def reverse_sequence(ctx: KernelCtx) -> str:
     src = "b * T + s" if b_axis == 0 else "s * B + b"
     return "\n".join([
         *_same(ctx, [(ctx.ins[1].dims[0], x.dims[b_axis], "the length of sequence_lens")]),
-        f"const int64_t B = {x.dims[b_axis]}, T = {x.dims[t_axis]}, R = {cprod(x.dims[2:]) if x.rank > 2 else '1'};",
+        f"const int64_t B = {x.dims[b_axis]}, T = {x.dims[t_axis]}, R = {c_product(x.dims[2:]) if x.rank > 2 else '1'};",
         "for (int64_t b = 0; b < B; b++) {",
         "    const int64_t L = in1[b];",
         "    if (L < 0 || L > T) " + _fail(ctx, "sequence_lens[%lld] = %lld is outside [0, %lld]", "(long long)b",
@@ -103,8 +104,8 @@ def tensor_scatter(ctx: KernelCtx) -> str:
     pairs = [(u, p, f"update dim {a}") for a, (u, p) in enumerate(zip(upd.dims, d)) if a != axis]
     if wi is not None:
         pairs.append((wi.dims[0], d[0], "the length of write_indices"))
-    lines = [*_same(ctx, pairs),f"const int64_t outer = {cprod(d[:axis])}, per_batch = {cprod(d[1:axis]) if axis > 1 else '1'};",
-             f"const int64_t M = {d[axis]}, S = {upd.dims[axis]}, R = {cprod(d[axis + 1:]) if axis + 1 < past.rank else '1'};",
+    lines = [*_same(ctx, pairs),f"const int64_t outer = {c_product(d[:axis])}, per_batch = {c_product(d[1:axis]) if axis > 1 else '1'};",
+             f"const int64_t M = {d[axis]}, S = {upd.dims[axis]}, R = {c_product(d[axis + 1:]) if axis + 1 < past.rank else '1'};",
              "if (S > M) " + _fail(ctx, "update has %lld positions, the cache %lld", "(long long)S", "(long long)M"),
              copy("out0", "in0", past.numel(), past.ctype),
              "for (int64_t o = 0; o < outer; o++) {",

@@ -20,11 +20,12 @@ from collections.abc import Callable
 from onnxc.ir import DType
 from onnxc.passes.shapes.pool import pool_window
 
+from ..cexpr import c_literal, c_product
 from ..templating import render
 from . import half
 from .base import KernelCtx, kernel
 from .conv import _as3
-from .nncommon import FLOATS, lit, mfn, prod
+from .nncommon import FLOATS, mfn
 from .parcall import SLOTS, par_call
 from .parfor import par_for
 
@@ -53,8 +54,8 @@ def _lp_term_finish(p: float, dt: DType, v: str = "v") -> tuple[str, str]:
         return f"{v} * {v}", f"{mfn('sqrt', dt)}(acc)"
     if p == 1:
         return f"{mfn('fabs', dt)}({v})", "acc"
-    return (f"{mfn('pow', dt)}({mfn('fabs', dt)}({v}), {lit(p, dt)})",
-            f"{mfn('pow', dt)}(acc, {lit(1.0 / p, dt)})")
+    return (f"{mfn('pow', dt)}({mfn('fabs', dt)}({v}), {c_literal(p, dt)})",
+            f"{mfn('pow', dt)}(acc, {c_literal(1.0 / p, dt)})")
 
 
 @kernel("MaxPool", types=MAXPOOL_TYPES | half.HALF)
@@ -104,7 +105,7 @@ def _pool(ctx: KernelCtx, kind: str) -> str:
         ident=_LOWEST.get(dt, "0") if kind == "max" else "0", comb=_comb(kind),
         indices=len(ctx.outs) > 1, column_major=bool(ctx.attr("storage_order", 0)),
         term=term, finish=finish, taps=taps, unroll_w=kw <= _UNROLL_W, KWs=kw, DWs=dw, who=ctx.who,
-        work=f"NC * OP * {prod([str(k) for k in win.kernel])}", par=par_call(ctx), slots=SLOTS,
+        work=f"NC * OP * {c_product([str(k) for k in win.kernel])}", par=par_call(ctx), slots=SLOTS,
     )
     ctx.helper("onnxc_pool_taps", _TAPS)
     return render("pool.c.j2", **vals)
@@ -116,8 +117,8 @@ def global_pool(ctx: KernelCtx) -> str:
     x = ctx.ins[0]
     dt = x.dtype
     op = ctx.node.op_type
-    plane = prod(x.dims[2:]) if x.rank > 2 else "1"
-    head = [f"const int64_t NC = {prod(x.dims[:2])}, P = {plane};"]
+    plane = c_product(x.dims[2:]) if x.rank > 2 else "1"
+    head = [f"const int64_t NC = {c_product(x.dims[:2])}, P = {plane};"]
     body = [f"    const {dt.c} *x = in0 + nc * P;"]
     if op == "GlobalMaxPool":
         body += [f"    {dt.c} acc = -INFINITY;",

@@ -60,7 +60,7 @@ def _zero_points(ctx: KernelCtx, i: int, n: int) -> np.ndarray | None:
 
 
 def _include(ctx: KernelCtx) -> None:
-    ctx.helper("igemm", '#include "onnxc_igemm.h"')
+    ctx.include("onnxc_igemm.h")
 
 
 def fast_qconv(ctx: KernelCtx, vals: dict, w: int, zx: int, zw: int, quantized: bool, kernel: list[int]) -> str | None:

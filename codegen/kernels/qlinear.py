@@ -20,8 +20,9 @@ from onnxc.ir import DType, Node, ShapeError
 from onnxc.passes.shapes.quant import qconv_geometry
 from onnxc.passes.shapes.quant_layout import BYTE_TYPES, INT_RANGES, matmul_param
 
+from ..cexpr import c_product
 from .base import KernelCtx, Operand, kernel
-from .nncommon import prod, unsupported
+from .nncommon import unsupported
 from .parcall import par_call
 from .qconv_fast import fast_qconv, fast_qdwconv, fast_qmatmul
 from .quant import load, use
@@ -153,7 +154,7 @@ def _qmatmul(ctx: KernelCtx, a: int, b: int, za: int, zb: int, quantized: bool) 
             exprs[i] = f"o_{key} + {var}"
         else:
             exprs[i] = var
-    vals = dict(M=ad[-2], N=bd[-1], K=ad[-1], NB=prod(odims) if odims else "1", checks=checks + batch.checks,
+    vals = dict(M=ad[-2], N=bd[-1], K=ad[-1], NB=c_product(odims) if odims else "1", checks=checks + batch.checks,
                 name=name, quantized=quantized, Ta=A.dtype.c, Tb=B.dtype.c, Ty=Y.dtype.c, b_ptr=B.ptr,
                 offsets=[f"o_{k}" for k in batch.strides], batch_lines=batch.lines(),
                 za=_param(op(za), exprs.get(za, "0")), zb=_param(op(zb), exprs.get(zb, "0")),

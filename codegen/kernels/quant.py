@@ -23,8 +23,8 @@ from onnxc.passes.shapes.quant_layout import (
     quantize_output_type,
 )
 
+from ..cexpr import c_product
 from .base import KernelCtx, Operand, kernel
-from .nncommon import prod
 from .parfor import par_for
 
 LOWP = {DType.FLOAT8E4M3FN: "f8e4m3fn", DType.FLOAT8E4M3FNUZ: "f8e4m3fnuz", DType.FLOAT8E5M2: "f8e5m2",
@@ -38,9 +38,9 @@ def lowp_available() -> bool:
 
 def use(ctx: KernelCtx, types: list[DType | None]) -> None:
     """Include the quantization helpers (and the float8/float4 conversions when ``types`` need them)."""
-    ctx.helper("quant", '#include "onnxc_quant.h"')
+    ctx.include("onnxc_quant.h")
     if any(t in LOWP for t in types):
-        ctx.helper("lowp", '#include "onnxc_lowp.h"')
+        ctx.include("onnxc_lowp.h")
 
 
 def load(dt: DType, expr: str, ct: str = "float") -> str:
@@ -122,7 +122,7 @@ def _nest(ctx: KernelCtx, lay: QLayout, params: list[str], elem: str) -> str:
         lines += head + par_for(ctx, "b_", f"(n + {_BLOCK - 1}) / {_BLOCK}", loop, work="n", head=head)
         return "\n".join(lines + ["return 0;"])
     dims = x.dims
-    outer, mid, inner = prod(dims[:lay.axis]), dims[lay.axis], prod(dims[lay.axis + 1:])
+    outer, mid, inner = c_product(dims[:lay.axis]), dims[lay.axis], c_product(dims[lay.axis + 1:])
     head = [f"const int64_t O = {outer}, A = {mid}, I = {inner};", "(void)O;"]
     loop = ["    const int64_t a = oa % A, base = oa * I;"]
     if lay.kind == "axis":

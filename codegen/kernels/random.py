@@ -19,20 +19,19 @@ import numpy as np
 from onnxc.ir import DType, Node, TensorType
 from onnxc.passes.shapes.random import seed_of
 
+from ..cexpr import c_literal
 from ..templating import render
 from . import dynshape as ds
 from . import half
 from .base import KernelCtx, kernel
-from .copyutil import clit, copy
-from .nncommon import lit
+from .copyutil import copy
 
-HEADER = '#include "onnxc_random.h"'
 FLOATS = frozenset({DType.FLOAT, DType.DOUBLE, DType.FLOAT16, DType.BFLOAT16})
 
 
 def _use(ctx: KernelCtx) -> None:
     half.use(ctx)
-    ctx.helper("onnxc_random", HEADER)
+    ctx.include("onnxc_random.h")
 
 
 def seed_state(ctx: KernelCtx, seed: int | None) -> str:
@@ -47,8 +46,8 @@ def affine(dt: DType, draw: str, scale: float, shift: float) -> str:
     values), the way the reference computes ``r = draws.astype(dt); r *= scale; r += shift`` with
     float32 attributes: each step in the wider of ``dt`` and float32, rounded to ``dt``."""
     if dt == DType.DOUBLE:
-        return f"onnxc_rng_affine_d({draw}, {lit(scale, dt)}, {lit(shift, dt)})"
-    fs, ft = lit(scale, DType.FLOAT), lit(shift, DType.FLOAT)
+        return f"onnxc_rng_affine_d({draw}, {c_literal(scale, dt)}, {c_literal(shift, dt)})"
+    fs, ft = c_literal(scale, DType.FLOAT), c_literal(shift, DType.FLOAT)
     if dt == DType.FLOAT:
         return f"onnxc_rng_affine_f({draw}, {fs}, {ft})"
     first = f"onnxc_d2h({draw})" if dt == DType.FLOAT16 else f"onnxc_f2bf((float)({draw}))"
@@ -82,7 +81,7 @@ def _from_bit(dt: DType, b: str) -> str:
     if dt == DType.BOOL:
         return f"({b}) != 0"
     if dt in half.HALF:
-        return f"(({b}) ? {clit(1, dt)} : {clit(0, dt)})"
+        return f"(({b}) ? {c_literal(1, dt)} : {c_literal(0, dt)})"
     return f"({dt.c})({b})"
 
 

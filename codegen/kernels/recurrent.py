@@ -34,10 +34,11 @@ from onnxc.passes.shapes.recurrent import (
     recurrent_spec,
 )
 
+from ..cexpr import c_literal
 from ..templating import render
 from . import half
 from .base import KernelCtx, kernel
-from .nncommon import is_used, lit
+from .nncommon import is_used
 from .parfor import par_for
 from .typesets import ALL_FLOATS
 
@@ -45,7 +46,7 @@ from .typesets import ALL_FLOATS
 def _act(a: Activation, v: str, dt: DType) -> list[str]:
     """C statements applying activation ``a`` to variable ``v`` in place."""
     sfx = "float" if dt == DType.FLOAT else "double"
-    al, be, one, zero = lit(a.alpha, dt), lit(a.beta, dt), lit(1.0, dt), lit(0.0, dt)
+    al, be, one, zero = c_literal(a.alpha, dt), c_literal(a.beta, dt), c_literal(1.0, dt), c_literal(0.0, dt)
     return {
         "relu": [f"{v} = {v} > {zero} ? {v} : {zero};"],
         "tanh": [f"{v} = onnxc_tanh_{sfx}({v});"],
@@ -65,7 +66,7 @@ def _gate(v: str, pre: str, act: Activation, spec: RecurrentSpec, dt: DType) -> 
     """Declare ``v`` = pre-activation ``pre``, clipped, through ``act``."""
     lines = [f"{dt.c} {v} = {pre};"]
     if spec.clip is not None:
-        c = lit(spec.clip, dt)
+        c = c_literal(spec.clip, dt)
         lines.append(f"{v} = {v} < -{c} ? -{c} : ({v} > {c} ? {c} : {v});")
     return lines + _act(act, v, dt)
 
@@ -76,7 +77,7 @@ def _phases(spec: RecurrentSpec, acts: tuple[Activation, ...], peep: bool, dt: D
         off = f"{g} * H + k" if g else "k"
         return f"gx[{off}] + gr[{off}] + bias[{off}]{extra}"
 
-    one = lit(1.0, dt)
+    one = c_literal(1.0, dt)
     if spec.op == "RNN":
         return [_gate("a", pre(0), acts[0], spec, dt) + ["hb[k] = a;"]]
     if spec.op == "LSTM":
@@ -119,15 +120,15 @@ def _direction_fn(ctx: KernelCtx, spec: RecurrentSpec, d: int, dt: DType) -> str
         # that read only the previous states)
         par=spec.op in ("LSTM", "RNN"),
         # LSTM gate math of the default activations with vectors (onnxc_lstm_gates_s)
-        vgates=vgates, clip="INFINITY" if spec.clip is None else lit(spec.clip, dt),
+        vgates=vgates, clip="INFINITY" if spec.clip is None else c_literal(spec.clip, dt),
         # multiply-adds per step from which the steps run on several threads (a tuning knob of its own for
         # the fused batch-1 LSTM step)
         step_par_min="(fused ? ONNXC_LSTM_FUSED_PAR_MIN : ONNXC_RNN_STEP_PAR_MIN)" if vgates else "ONNXC_RNN_STEP_PAR_MIN",
         input_forget=int(bool(spec.input_forget)))
     code = render("recurrent.c.j2", fname="NAME", **vals)
     name = "onnxc_rnn_" + hashlib.sha1(code.encode()).hexdigest()[:16]
-    ctx.helper("onnxc_recurrent", '#include "onnxc_recurrent.h"')
-    ctx.helper("onnxc_elementwise", '#include "onnxc_elementwise.h"')
+    ctx.include("onnxc_recurrent.h")
+    ctx.include("onnxc_elementwise.h")
     return ctx.helper(name, code.replace("NAME", name))
 
 

@@ -17,6 +17,7 @@ the nests render templates/reduce_nest.c.j2, the Reduce*/MVN kernels around them
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -204,13 +205,6 @@ def unused_inputs(ctx: KernelCtx) -> list[str]:
     return [f"(void)in{i};" for i, op in enumerate(ctx.ins) if i > 0 and op is not None]
 
 
-def _prod(ds) -> Dim:
-    n: Dim = 1
-    for d in ds:
-        n = n * d
-    return n
-
-
 # -- Reduce* --------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -273,7 +267,7 @@ def reduce_kernel(ctx: KernelCtx) -> str:
 
         return runtime_axes_body(ctx)
     blks = blocks(x.shape, set(axes))
-    values = {"head": "\n".join(unused_inputs(ctx) + extents(ctx, blks)), "nout": ctx.dim(_prod(y.shape)),
+    values = {"head": "\n".join(unused_inputs(ctx) + extents(ctx, blks)), "nout": ctx.dim(math.prod(y.shape)),
               "init": needs_init(blks), "T": dt.c}
     if op == "ReduceLogSumExp":
         return _logsumexp(ctx, blks, values)
@@ -284,10 +278,10 @@ def reduce_kernel(ctx: KernelCtx) -> str:
     ident = identity(comb_op, dt)
     nest = loop_nest(ctx, blks, accumulate(blks, "out0", dt.c, Comb(comb_op, dt), ident,
                                            lambda xe, _o: _term(spec.term, xe, dt).format(x=xe)),
-                     work=_prod(x.shape))
+                     work=math.prod(x.shape))
     final = spec.final if dt in FLOATS else spec.final_int
     if final:
-        final = final.format(a="out0[i]", n=ctx.dim(_prod(x.shape[a] for a in axes)), T=dt.c,
+        final = final.format(a="out0[i]", n=ctx.dim(math.prod(x.shape[a] for a in axes)), T=dt.c,
                              sqrt=mfn("sqrt", dt), log=mfn("log", dt))
     return render("reduce_ops.c.j2", kind="reduce", ident=ident, nest=nest, final=final, **values)
 
@@ -296,13 +290,13 @@ def _logsumexp(ctx: KernelCtx, blks: list, values: dict) -> str:
     """Two passes: the largest finite element per output (the shift), then log(sum(exp(x - shift))) + shift."""
     x = ctx.ins[0]
     dt = x.dtype
-    work = _prod(x.shape)
+    work = math.prod(x.shape)
     sd = dt if dt in FLOATS else DType.DOUBLE
     st = sd.c
     lo = identity("max", dt)
     finite = (lambda xe, _o: f"(isinf({xe}) ? -INFINITY : {xe})") if dt in FLOATS else (lambda xe, _o: xe)
     nest_max = loop_nest(ctx, blks, accumulate(blks, "out0", dt.c, Comb("max", dt), lo, finite), work=work)
-    ctx.helper("onnxc_vmath", '#include "onnxc_vmath.h"')  # exp that vectorizes
+    ctx.include("onnxc_vmath.h")  # exp that vectorizes
     nest_sum = loop_nest(ctx, blks, accumulate(blks, "sum", st, Comb("+", sd), "0",
                                                lambda xe, o: f"onnxc_vm_exp_{st}(({st}){xe} - ({st})out0[{o}])"),
                          work=work, captures=[(f"{st} *", "sum")])
@@ -320,7 +314,7 @@ def mvn_kernel(ctx: KernelCtx) -> str:
     t = dt.c
     axes = mvn_axes(ctx.node, x.rank)
     blks = blocks(x.shape, set(axes))
-    work = _prod(x.shape)
+    work = math.prod(x.shape)
     add = Comb("+", dt)
     mine = [(f"{t} *", "m"), (f"{t} *", "d")]
     last = f"e{len(blks) - 1}"
@@ -330,8 +324,8 @@ def mvn_kernel(ctx: KernelCtx) -> str:
         return RowStep(last, f"out0[{ib} + j]", f"(in0[{ib} + j] - m[{o}]) / d[{o}]")
 
     return render("reduce_ops.c.j2", kind="mvn", head="\n".join(extents(ctx, blks)), T=t,
-                  nout=ctx.dim(_prod(d for i, d in enumerate(x.shape) if i not in axes)),
-                  count=ctx.dim(_prod(x.shape[a] for a in axes)), init=needs_init(blks), who=ctx.who,
+                  nout=ctx.dim(math.prod(d for i, d in enumerate(x.shape) if i not in axes)),
+                  count=ctx.dim(math.prod(x.shape[a] for a in axes)), init=needs_init(blks), who=ctx.who,
                   nest_mean=loop_nest(ctx, blks, accumulate(blks, "m", t, add, "0", lambda xe, _o: xe), work=work,
                                       captures=mine),
                   nest_var=loop_nest(ctx, blks, accumulate(blks, "d", t, add, "0",
@@ -345,8 +339,8 @@ def mvn_kernel(ctx: KernelCtx) -> str:
 
 def oni(ctx: KernelCtx, shape: tuple, axis: int) -> dict:
     """C expressions of the [outer, axis, inner] view plus static facts about the inner size."""
-    inner = _prod(shape[axis + 1:])
-    return {"O": ctx.dim(_prod(shape[:axis])), "N": ctx.dim(shape[axis]), "I": ctx.dim(inner),
+    inner = math.prod(shape[axis + 1:])
+    return {"O": ctx.dim(math.prod(shape[:axis])), "N": ctx.dim(shape[axis]), "I": ctx.dim(inner),
             "inner_one": inner == 1, "inner_many": isinstance(inner, int) and inner > 1}
 
 
@@ -405,7 +399,7 @@ def topk_kernel(ctx: KernelCtx) -> str:
     axis = _axis(ctx, -1)
     largest = bool(ctx.attr("largest", 1))
     name = f"onnxc_topk_{dt.short}_{'max' if largest else 'min'}"  # runtime_c/onnxc_select.c
-    ctx.helper("onnxc_select", '#include "onnxc_select.h"')
+    ctx.include("onnxc_select.h")
     k = ctx.outs[0].shape[axis]
     n = x.shape[axis]
     static_ok = isinstance(k, int) and isinstance(n, int) and k <= n

@@ -27,11 +27,11 @@ import numpy as np
 from onnxc.ir import DType, Node, TensorType
 from onnxc.passes.shapes.resize import ResizeSpec, resize_spec
 
+from ..cexpr import c_literal, c_product
 from ..templating import render
 from . import dynshape as ds
 from . import half
 from .base import KernelCtx, kernel
-from .copyutil import clit, cprod
 from .parcall import par_call
 from .parfor import PAR_GRAIN
 from .typesets import ARITH, MOVABLE
@@ -67,11 +67,11 @@ def _accepts(node: Node) -> str | None:
 
 def _plan(ctx: KernelCtx, spec: ResizeSpec) -> str:
     """C declaring ``din``/``dout`` (input and output dims) and ``sc`` (per-axis scale), checked."""
-    ctx.helper("onnxc_resize", '#include "onnxc_resize.h"')
+    ctx.include("onnxc_resize.h")
     r, n = spec.rank, len(spec.axes)
     scale_vals = scales_in = sizes = None
     if spec.attr_scales is not None:
-        scale_vals = ", ".join(clit(s, DType.FLOAT) for s in spec.attr_scales) or "0"
+        scale_vals = ", ".join(c_literal(s, DType.FLOAT) for s in spec.attr_scales) or "0"
     elif spec.scales is not None:
         scales_in = spec.scales
     else:
@@ -114,11 +114,11 @@ def _ev_stored(spec: ResizeSpec, dt: DType) -> str:
     """The extrapolation value as a stored element of ``dt``."""
     v = spec.extrapolation
     if dt == DType.BOOL:
-        return clit(v != 0, dt)
+        return c_literal(v != 0, dt)
     if dt.is_float or dt in half.HALF:
-        return clit(v, dt)
+        return c_literal(v, dt)
     info = np.iinfo(dt.np)
-    return clit(int(min(max(np.round(v), info.min), info.max)) if np.isfinite(v) else 0, dt)
+    return c_literal(int(min(max(np.round(v), info.min), info.max)) if np.isfinite(v) else 0, dt)
 
 
 def _nearest(ctx: KernelCtx, spec: ResizeSpec) -> dict:
@@ -132,7 +132,7 @@ def _nearest(ctx: KernelCtx, spec: ResizeSpec) -> dict:
     if k == 0:
         return {"copy": True, "ct": x.ctype}
     xs = x.strides()
-    blk = cprod(x.dims[k:]) if k < spec.rank else "1"
+    blk = c_product(x.dims[k:]) if k < spec.rank else "1"
     row_axis = k - 2  # -1: a single row
     caps = [("const onnxc_resize_axis *", "ax"), ("const int64_t *", "dout")]
     if any("din[" in e for e in [blk, *xs]):
@@ -163,7 +163,7 @@ def _separable(ctx: KernelCtx, spec: ResizeSpec) -> dict:
     ct = DType.DOUBLE if dt == DType.DOUBLE or dt in _INT_RANGE else DType.FLOAT
     T = ct.c
     ctx.helper(f"onnxc_resize_pass_{T}", render("resize_pass.c.j2", T=T, grain=PAR_GRAIN))
-    values = {"T": T, "ev": clit(spec.extrapolation, ct), "convert": dt != ct, "load": "", "store": ""}
+    values = {"T": T, "ev": c_literal(spec.extrapolation, ct), "convert": dt != ct, "load": "", "store": ""}
     if dt in half.HALF:
         half.use(ctx)
         values.update(store=half.store(dt, "yc[i]"), load=half.load(dt, "in0[i]"))

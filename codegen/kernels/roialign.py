@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from onnxc.ir import DType
 
+from ..cexpr import c_literal
 from ..templating import render
 from . import dynshape as ds
 from . import half
 from .base import KernelCtx, kernel
-from .nncommon import lit
 from .parcall import par_call
 from .typesets import ALL_FLOATS
 
@@ -37,7 +37,7 @@ def roi_align(ctx: KernelCtx) -> str:
     half_pixel = ctx.node.version >= 16 and ctx.attr("coordinate_transformation_mode", "half_pixel") == "half_pixel"
     is_max = ctx.attr("mode", "avg") == "max"
     return render("roialign.c.j2", N=x.dims[0], C=x.dims[1], H=x.dims[2], W=x.dims[3], R=y.dims[0], T=T,
-                  scale=lit(float(ctx.attr("spatial_scale", 1.0)), dt), off=lit(0.5 if half_pixel else 0.0, dt),
-                  nbi=ctx.ins[2].dims[0], who=ds.who(ctx), half_pixel=half_pixel, one=lit(1.0, dt), half=lit(0.5, dt),
+                  scale=c_literal(float(ctx.attr("spatial_scale", 1.0)), dt), off=c_literal(0.5 if half_pixel else 0.0, dt),
+                  nbi=ctx.ins[2].dims[0], who=ds.who(ctx), half_pixel=half_pixel, one=c_literal(1.0, dt), half=c_literal(0.5, dt),
                   OH=oh, OW=ow, sr=sr, ceil="ceil" if T == "double" else "ceilf", max_samples=MAX_SAMPLES,
                   is_max=is_max, par=par_call(ctx))

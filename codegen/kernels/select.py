@@ -20,14 +20,13 @@ from __future__ import annotations
 from onnxc.ir import DType, Node
 from onnxc.passes.shapes.select import compress_axis, unique_axis
 
+from ..cexpr import c_product
 from ..templating import render
 from . import dynshape as ds
 from . import half
 from .base import KernelCtx, kernel
-from .copyutil import MOVABLE, MOVES, cprod
+from .copyutil import MOVABLE, MOVES
 from .typesets import FLOATS
-
-HEADER = '#include "onnxc_select.h"'
 
 
 def _scores_accepts(node: Node) -> str | None:
@@ -71,7 +70,7 @@ def _compress_view(ctx: KernelCtx) -> tuple[str, str, str]:
     axis = compress_axis(ctx.node, x.rank)
     if axis is None:
         return "1", x.numel(), "1"
-    return cprod(x.dims[:axis]), x.dims[axis], cprod(x.dims[axis + 1:])
+    return c_product(x.dims[:axis]), x.dims[axis], c_product(x.dims[axis + 1:])
 
 
 def _compress_shape(ctx: KernelCtx) -> str:
@@ -103,7 +102,7 @@ def _unique_view(ctx: KernelCtx) -> dict[str, str]:
     if axis is None:
         o, n, i = "1", x.numel(), "1"
     else:
-        o, n, i = cprod(x.dims[:axis]), x.dims[axis], cprod(x.dims[axis + 1:])
+        o, n, i = c_product(x.dims[:axis]), x.dims[axis], c_product(x.dims[axis + 1:])
     return {"S": dt.short, "O": o, "N": n, "I": i, "who": ds.who(ctx)}
 
 
@@ -129,7 +128,7 @@ def _nms_call(ctx: KernelCtx, out: str) -> str:
     """C computing ``n`` = the selected count (and writing rows to ``out`` unless it is NULL)."""
     bx, sc = ctx.ins[0], ctx.ins[1]
     t, s = bx.ctype, bx.dtype.short
-    ctx.helper("onnxc_select", HEADER)
+    ctx.include("onnxc_select.h")
 
     def opt(i: int, expr: str, default: str) -> str:
         return expr if i < len(ctx.ins) and ctx.ins[i] is not None and ctx.ins[i].numel() != "0" else default

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ..templating import render
 from .base import KernelCtx, Operand, kernel
-from .control_flow import HEADER, describe
+from .control_flow import describe
 from .typesets import STORABLE, STRING
 
 # element types of the tensors in sequences/optionals: copied as bytes (strings as their pointers)
@@ -20,7 +20,7 @@ OOM = 'return onnxc_fail(rt, ONNXC_ERR_MEMORY, "%s: out of memory", NODE_);'
 
 
 def _prelude(ctx: KernelCtx) -> list[str]:
-    ctx.helper("onnxc_value", HEADER)
+    ctx.include("onnxc_value.h")
 
     return [f"const char *const NODE_ = {ctx.who};"]
 
@@ -112,13 +112,13 @@ def sequence_at(ctx: KernelCtx) -> str:
 
 @kernel("SequenceLength", types=ITEM_TYPES)
 def sequence_length(ctx: KernelCtx) -> str:
-    ctx.helper("onnxc_value", HEADER)
+    ctx.include("onnxc_value.h")
     return "out0[0] = in0->n;\nreturn 0;"
 
 
 @kernel("SplitToSequence", allocates=True, types=ITEM_TYPES)
 def split_to_sequence(ctx: KernelCtx) -> str:
-    ctx.helper("onnxc_value", HEADER)
+    ctx.include("onnxc_value.h")
     x = ctx.ins[0]
     split = ctx.ins[1] if len(ctx.ins) > 1 else None
     axis = ctx.attr("axis", 0) % x.rank
@@ -135,7 +135,7 @@ def split_to_sequence(ctx: KernelCtx) -> str:
 
 @kernel("ConcatFromSequence", allocates=True, types=ITEM_TYPES)
 def concat_from_sequence(ctx: KernelCtx) -> str:
-    ctx.helper("onnxc_value", HEADER)
+    ctx.include("onnxc_value.h")
     y = ctx.outs[0]
     r = y.rank
     new_axis = bool(ctx.attr("new_axis", 0))
@@ -161,7 +161,7 @@ def optional(ctx: KernelCtx) -> str:
 
 @kernel("OptionalHasElement", types=ITEM_TYPES)
 def optional_has_element(ctx: KernelCtx) -> str:
-    ctx.helper("onnxc_value", HEADER)
+    ctx.include("onnxc_value.h")
     x = ctx.ins[0] if ctx.ins else None
     if x is None:
         return "out0[0] = 0;\nreturn 0;"

@@ -31,8 +31,6 @@ from .base import KernelCtx, kernel
 from .parcall import par_call
 from .typesets import ALL_FLOATS
 
-HEADER = '#include "onnxc_signal.h"'
-
 
 def _fail(ctx: KernelCtx, msg: str, *args: str) -> str:
     """``return onnxc_fail(...)`` with a message naming the node; ``args`` are C int64 expressions."""
@@ -102,7 +100,7 @@ def dft(ctx: KernelCtx) -> str:
     irfft = inverse and onesided
     cin, cout = x.dims[-1], y.dims[-1]
     ct, sfx = _ct(dt, cin)
-    ctx.helper("onnxc_signal", HEADER)
+    ctx.include("onnxc_signal.h")
     if dt in half.HALF:
         half.use(ctx)
     setup = "\n".join([*_dft_setup(ctx), *_check_out(ctx, _dft_out_dims(ctx))])
@@ -149,7 +147,7 @@ def stft(ctx: KernelCtx) -> str:
     cin = x.dims[2]
     window = len(ctx.ins) > 2 and ctx.ins[2] is not None
     ct, sfx = _ct(dt, cin)
-    ctx.helper("onnxc_signal", HEADER)
+    ctx.include("onnxc_signal.h")
     if dt in half.HALF:
         half.use(ctx)
 
@@ -195,7 +193,7 @@ def _round_to(dt: DType, e: str) -> str:
 def mel_weight_matrix(ctx: KernelCtx) -> str:
     y = ctx.outs[0]
     et = ctx.ins[3].dtype  # the edges' type: their mel conversion runs in it
-    ctx.helper("onnxc_signal", HEADER)
+    ctx.include("onnxc_signal.h")
     if et in half.HALF or y.dtype in half.HALF:
         half.use(ctx)
     if y.dtype in half.HALF:

@@ -16,10 +16,11 @@ from __future__ import annotations
 
 from onnxc.passes.shapes.indexing import pad_mode, pad_params, slice_params
 
+from ..cexpr import c_literal, c_product
 from ..templating import render
 from . import dynshape as ds
 from .base import KernelCtx, kernel
-from .copyutil import MOVABLE, MOVES, clit, copy, cprod
+from .copyutil import MOVABLE, MOVES, copy
 
 MODES = {"constant": 0, "reflect": 1, "edge": 2, "wrap": 3}  # the mode argument of onnxc_pad_src
 
@@ -65,10 +66,10 @@ def slice_kernel(ctx: KernelCtx) -> str:
     j = max((a for a in range(x.rank) if not full[a]), default=-1)
     if j < 0:
         return copy("out0", "in0", x.numel(), x.ctype) + "\nreturn 0;"
-    block = cprod(x.dims[j + 1:])
+    block = c_product(x.dims[j + 1:])
     steps = [f"({ctx.dim(p[1])})" if not isinstance(p[1], int) else p[1] for p in params]  # run-time or static
     base = " + ".join([f"(st{a} + i{a} * {steps[a]}) * ({xs[a]})" for a in range(j)] or ["0"])
-    run = cprod([y.dims[j], block])
+    run = c_product([y.dims[j], block])
     values = {"copy_run": None, "copy_block": None, "run": run}
     if steps[j] == 1:
         values["copy_run"] = copy("out0 + o", f"in0 + {base} + st{j} * ({xs[j]})", run, x.ctype)
@@ -82,10 +83,10 @@ def slice_kernel(ctx: KernelCtx) -> str:
 def _pad_value(ctx: KernelCtx) -> str:
     y = ctx.outs[0]
     if ctx.node.version < 11:
-        return clit(ctx.attr("value", 0.0), y.dtype)
+        return c_literal(ctx.attr("value", 0.0), y.dtype)
     if len(ctx.ins) > 2 and ctx.ins[2] is not None:
         return "in2[0]"
-    return clit(0, y.dtype)
+    return c_literal(0, y.dtype)
 
 
 def pad_shape(ctx: KernelCtx) -> str:
@@ -114,6 +115,6 @@ def pad(ctx: KernelCtx) -> str:
     last = r - 1
     return render("slice_pad.c.j2", op="Pad", X=x.ctype, Y=y.ctype, cv=_pad_value(ctx), mode=mode, last=last,
                   dims=[(x.dims[a], y.dims[a], ctx.dim(pads[a][0])) for a in range(r)],
-                  empty=" || ".join(f"d{a} == 0" for a in range(r)), numel=y.numel(), rows=cprod(y.dims[:-1]),
+                  empty=" || ".join(f"d{a} == 0" for a in range(r)), numel=y.numel(), rows=c_product(y.dims[:-1]),
                   axes=[(a, xs[a]) for a in range(last - 1, -1, -1)],
                   copy=copy("dst + lo", f"s + (lo - pb{last})", "hi - lo", x.ctype))

@@ -18,24 +18,22 @@ from __future__ import annotations
 from onnxc.ir import DType
 from onnxc.passes.shapes.norm import SOFTMAX_OPS, softmax_axis
 
+from ..cexpr import c_product
 from ..templating import render
 from . import half
 from .base import KernelCtx, kernel
-from .nncommon import FLOATS, mfn, prod
+from .nncommon import FLOATS, mfn
 from .parcall import par_call
 from .softmax_half import stepwise_half
-
-VMATH = '#include "onnxc_vmath.h"'
-ATTENTION = '#include "onnxc_attention.h"'
 
 
 def _view(ctx: KernelCtx) -> tuple[str, str, str]:
     x = ctx.ins[0]
     axis = softmax_axis(ctx.node, x.rank)
-    outer = prod(x.dims[:axis]) if axis else "1"
+    outer = c_product(x.dims[:axis]) if axis else "1"
     if ctx.node.version < 13:
-        return outer, prod(x.dims[axis:]), "1"
-    inner = prod(x.dims[axis + 1:]) if axis + 1 < x.rank else "1"
+        return outer, c_product(x.dims[axis:]), "1"
+    inner = c_product(x.dims[axis + 1:]) if axis + 1 < x.rank else "1"
     return outer, x.dims[axis], inner
 
 
@@ -46,11 +44,11 @@ def softmax(ctx: KernelCtx) -> str:
     dt = ctx.ins[0].dtype
     op = ctx.node.op_type
     outer, n, inner = _view(ctx)
-    ctx.helper("vmath", VMATH)
+    ctx.include("onnxc_vmath.h")
     rows = inner == "1"
     att_rows = rows and op != "Hardmax" and dt == DType.FLOAT
     if att_rows:  # the row helpers of runtime_c/onnxc_attention.h (no subnormal exps)
-        ctx.helper("attention", ATTENTION)
+        ctx.include("onnxc_attention.h")
     return render("softmax.c.j2", O=outer, L=n, I=inner, op=op, T=dt.c, rows=rows, att_rows=att_rows,
                   ex="onnxc_vexpf" if dt == DType.FLOAT else "exp", lg=mfn("log", dt),
                   simd="ONNXC_VM_SIMD" if dt == DType.FLOAT else "#pragma omp simd",  # loops computing exp

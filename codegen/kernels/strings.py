@@ -24,17 +24,18 @@ from __future__ import annotations
 from onnxc.ir import DType, Node, TensorType
 from onnxc.passes.shapes.strings import normalizer_args, split_args
 
+from ..cexpr import c_literal
 from ..templating import c_string, render
 from . import dynshape as ds
 from . import elementwise  # noqa: F401  (registers the numeric Equal that the string variant wraps)
 from .base import KERNELS, KernelCtx, kernel
-from .ctables import str_lit, table
+from .ctables import table
 from .re2_posix import translate
 from .typesets import STRING
 
 
 def include(ctx: KernelCtx) -> None:
-    ctx.helper("onnxc_strings", '#include "onnxc_strings.h"')
+    ctx.include("onnxc_strings.h")
 
 
 def who(ctx: KernelCtx) -> str:
@@ -128,7 +129,7 @@ def _regex_accepts(node: Node) -> str | None:
 @kernel("RegexFullMatch", types=STRING, accepts=_regex_accepts)
 def regex_full_match(ctx: KernelCtx) -> str:
     tr = translate(ctx.attr("pattern"))
-    ctx.helper("regex_h", "#include <regex.h>")
+    ctx.include("<regex.h>")
     include(ctx)
     flags = "REG_EXTENDED | REG_NOSUB" + (" | REG_ICASE" if tr.icase else "")
     return render("strings_regex.c.j2", gnu=tr.gnu, who=who(ctx), pattern=c_string(tr.pattern), flags=flags,
@@ -142,7 +143,7 @@ def _split(ctx: KernelCtx, shape: bool) -> str:
     include(ctx)  # onnxc_split_next
     delim, maxsplit = split_args(ctx.node)
     y = ctx.outs[0]
-    return render("strings_split.c.j2", shape=shape, delim=str_lit(delim or ""), n=ctx.ins[0].numel(),
+    return render("strings_split.c.j2", shape=shape, delim=c_literal(delim or "", DType.STRING), n=ctx.ins[0].numel(),
                   maxsplit=maxsplit, bind=ds.bind(ctx, 0, [*y.dims[:-1], "m_"]) if shape else "", m=y.dims[-1],
                   who=who(ctx))
 
@@ -164,7 +165,7 @@ def _stopword_test(ctx: KernelCtx) -> str | None:
     if not stops:
         return None
     keys = sorted(set(stops), key=lambda s: s.encode("utf-8", "surrogateescape"))
-    tab = table(ctx, "onnxc_str", [str_lit(s) for s in keys])
+    tab = table(ctx, "onnxc_str", [c_literal(s, DType.STRING) for s in keys])
     fn = f"{tab}_{'stop' if sensitive else 'stopi'}"
     ctx.helper(fn, render("strings_stopwords.c.j2", fn=fn, sensitive=sensitive, n=len(keys), tab=tab))
     return fn
@@ -176,7 +177,7 @@ def _normalizer(ctx: KernelCtx, shape: bool) -> str:
     action, sensitive, stops, loc = normalizer_args(ctx.node)
     x, y = ctx.ins[0], ctx.outs[0]
     need_locale = action != "NONE" or (stops and not sensitive)
-    locale = f"onnxc_locale({str_lit(loc or '')})" if need_locale else "(locale_t)0"
+    locale = f"onnxc_locale({c_literal(loc or '', DType.STRING)})" if need_locale else "(locale_t)0"
     make = "in0[i]" if action == "NONE" else f"onnxc_str_case(rt, in0[i], {int(action == 'UPPER')}, loc_)"
     return render("strings_normalizer.c.j2", shape=shape, rows_check=x.rank == 2 and x.shape[0] != 1,
                   rows=x.dims[0] if x.rank else "", who=who(ctx), locale=locale, stop=_stopword_test(ctx), C=x.dims[-1], K=y.dims[-1],

@@ -54,10 +54,11 @@ from onnxc.ir import DType
 from onnxc.passes.shapes.ml import ML
 from onnxc.passes.shapes.ml_svm import INPUT_TYPES, SvmSpec, classifier_spec, regressor_spec
 
+from ..cexpr import c_literal
 from ..templating import render
 from . import ml_post
 from .base import KernelCtx, kernel
-from .ctables import float_lit, int_table, str_lit, table
+from .ctables import int_table, table
 from .parcall import par_call
 
 ROWS_PAR_MIN = 32  # rows from which the rows run on several threads
@@ -70,7 +71,7 @@ def _ftable(ctx: KernelCtx, name: str, values: list[float]) -> str:
 
 
 def _f(v: float) -> str:
-    return float_lit(v, single=True)
+    return c_literal(v, DType.FLOAT)
 
 
 def _render(ctx: KernelCtx, spec: SvmSpec, kind: str, dscratch: int, fscratch: int, **values) -> str:
@@ -120,7 +121,7 @@ def svm_classifier(ctx: KernelCtx) -> str:
     # (last-bit differences in the probabilities); a runtime-library copy would change the outputs.
     ctx.helper("onnxc_svm_coupling", render("svm_coupling.c.j2"))
     if spec.label_type == DType.STRING:
-        labels = table(ctx, "onnxc_str", [str_lit(s) for s in spec.labels])
+        labels = table(ctx, "onnxc_str", [c_literal(s, DType.STRING) for s in spec.labels])
     else:
         labels = int_table(ctx, spec.labels)
     return (_classifier_svc if spec.svc else _classifier_linear)(ctx, spec, labels)

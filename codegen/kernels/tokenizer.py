@@ -27,13 +27,13 @@ the kernel generates only the calls.
 
 from __future__ import annotations
 
-from onnxc.ir import Node
+from onnxc.ir import DType, Node
 from onnxc.passes.shapes.contrib import END, MS, START, tokenizer_args
 
+from ..cexpr import c_literal
 from ..templating import c_string
 from . import dynshape as ds
 from .base import KernelCtx, kernel
-from .ctables import str_lit
 from .re2_posix import Translation, translate
 from .typesets import STRING
 
@@ -60,7 +60,7 @@ def _accepts(node: Node) -> str | None:
 
 def _setup(ctx: KernelCtx) -> list[str]:
     """C compiling the patterns and declaring ``t_`` (an onnxc_tok), ``re_``/``nre_``, ``loc_``/``old_``."""
-    ctx.helper("onnxc_tokenizer", '#include "onnxc_tokenizer.h"')
+    ctx.include("onnxc_tokenizer.h")
     a, trs, who = tokenizer_args(ctx.node), _translations(ctx.node), ctx.who
     n = len(trs)
     pats = ", ".join(c_string(tr.pattern) for tr in trs) or "NULL"
@@ -96,6 +96,6 @@ def tokenizer(ctx: KernelCtx) -> str:
         "onnxc_str *row_ = out0 + i * d_;",
         f"t_.out = row_ + {mark}; t_.cap = d_ - {2 * mark};",
         "if ((st_ = onnxc_tok_string(&t_, in0[i]))) break;",
-        *([f"row_[0] = {str_lit(START)}; row_[t_.n + 1] = {str_lit(END)};"] if mark else []),
-        f"for (int64_t k = t_.n + {2 * mark}; k < d_; k++) row_[k] = {str_lit(a.pad_value)};", "}",
+        *([f"row_[0] = {c_literal(START, DType.STRING)}; row_[t_.n + 1] = {c_literal(END, DType.STRING)};"] if mark else []),
+        f"for (int64_t k = t_.n + {2 * mark}; k < d_; k++) row_[k] = {c_literal(a.pad_value, DType.STRING)};", "}",
         "onnxc_tok_done(re_, nre_, loc_, old_);", "return st_;"])

@@ -11,9 +11,10 @@ from __future__ import annotations
 from onnxc.ir import DType, ModelError, Node
 from onnxc.passes.shapes.training import TRAINING_DOMAIN, momentum_mode, tensor_count
 
+from ..cexpr import c_product
 from . import dynshape as ds
 from .base import KernelCtx, kernel
-from .nncommon import FLOATS, prod
+from .nncommon import FLOATS
 from .parfor import par_for
 
 
@@ -97,7 +98,7 @@ def batch_norm_training(ctx: KernelCtx) -> str:
         raise NotImplementedError(f"training-mode BatchNormalization on {dt.short} tensors is not supported")
     eps = float(ctx.attr("epsilon", 1e-5))
     mom = float(ctx.attr("momentum", 0.9))
-    s = prod(x.dims[2:]) if x.rank > 2 else "1"
+    s = c_product(x.dims[2:]) if x.rank > 2 else "1"
     head = [f"const int64_t N = {x.dims[0]}, C = {x.dims[1]}, S = {s};", "const double cnt = (double)(N * S);"]
     lines = head + [f"if (({ctx.ins[i].dims[0]}) != C) return onnxc_fail(rt, ONNXC_ERR_RUNTIME, \"%s: input {i} must "
                     f"have C = %lld elements\", {ds.who(ctx)}, (long long)C);"

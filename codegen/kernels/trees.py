@@ -184,7 +184,7 @@ def walk_rows(ctx: KernelCtx, f: Forest, nt: int, agg: int, finish: str, track: 
     to CHUNK rows (runtime_c/onnxc_forest.h), smaller ones when that gives each thread of the pool one.
     The C is templates/trees_walk.c.j2."""
     x = ctx.ins[0]
-    ctx.helper("onnxc_forest", '#include "onnxc_forest.h"')
+    ctx.include("onnxc_forest.h")
     n_rows, n_feat = ("1", x.dims[0]) if x.rank == 1 else (x.dims[0], x.dims[1])
     code = 1 if track and agg in (0, 1) else _AGG[agg]
     tabs, scalars = forest_tables(f, nt, code, x.dtype == DType.DOUBLE, ctx.node)

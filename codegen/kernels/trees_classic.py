@@ -58,9 +58,10 @@ import numpy as np
 from onnxc.ir import DType, Node, ShapeError
 from onnxc.passes.shapes.ml import ML, classic_class_labels, classic_tree_targets
 
+from ..cexpr import c_literal
 from ..templating import render
 from .base import KernelCtx, kernel
-from .ctables import literal, typed_table
+from .ctables import typed_table
 from .ml_post import use_probit
 from .trees import Forest, ints, walk_rows
 from .trees_layout import tree_depths
@@ -302,7 +303,7 @@ def tree_ensemble_classifier(ctx: KernelCtx) -> str:
     if c.post == _POSTS["PROBIT"]:
         use_probit(ctx)
     finish = render("trees_classic_classifier.c.j2", nc=nc, track=track, labels=label_tab,
-                    base=[literal(v, DType.DOUBLE) for v in c.base], post=_POST_NAMES[c.post],
+                    base=[c_literal(v, DType.DOUBLE) for v in c.base], post=_POST_NAMES[c.post],
                     single_id=len(np.unique(c.weight_ids)) == 1, nonneg=c.weights_nonneg,
                     string_labels=ltype == DType.STRING)
     return walk_rows(ctx, c.forest, nc, 1, finish, track=track)
