@@ -2,7 +2,7 @@
 
 ``Attr.kind`` is the ONNX AttributeType name; the value is Python/numpy data: float, int, str (bytes
 when not UTF-8), numpy arrays for tensors (sparse ones densified), IR types for TYPE_PROTO, lists for
-the plural kinds, and nested ir.Graphs for GRAPH/GRAPHS, which the caller builds (it owns scoping).
+the plural kinds (INTS/FLOATS of repeated.LARGE entries or more: int64/float32 arrays, falsy when empty), and nested ir.Graphs for GRAPH/GRAPHS, which the caller builds (it owns scoping).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from typing import Any
 
 from onnxc.ir import Attr, Graph, ModelError
 
+from . import repeated
 from .external import DataDir
 from .tensors import decode_str, sparse_to_array, tensor_to_array
 from .types import convert_type
@@ -70,10 +71,13 @@ def _value(a: Any, kind: str, label: str, base_dir: DataDir | str | None, build_
         return build_graph(a.g, label)
     if kind == "TYPE_PROTO":
         return convert_type(a.tp, a.name)
-    if kind == "FLOATS":
-        return list(a.floats)  # Python floats already: list() is twice as fast as a comprehension (tree ensembles
-    if kind == "INTS":         # hold millions of entries)
-        return list(a.ints)
+    if kind in ("FLOATS", "INTS"):  # tree ensembles hold millions of entries: arrays from the bytes (repeated.py)
+        field = a.floats if kind == "FLOATS" else a.ints
+        if len(field) >= repeated.LARGE:
+            arr = repeated.repeated_numbers(a, kind)
+            if arr is not None:
+                return arr
+        return list(field)  # Python numbers already: list() is twice as fast as a comprehension
     if kind == "STRINGS":
         return _strings(a.strings)
     if kind == "TENSORS":
