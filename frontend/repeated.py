@@ -88,31 +88,29 @@ def _floats(b: np.ndarray, start: int, n: int) -> np.ndarray | None:
 
 
 def _ints(b: np.ndarray, start: int, n: int) -> np.ndarray | None:
-    out = np.empty(n, np.int64)
+    out = np.empty(n, np.uint64)
     pos, done = start, 0
     while done < n:
         m = min(_CHUNK, n - done)
-        # at most 11 bytes an element (tag + 10-byte varint)
-        window = b[pos:pos + 11 * m]
-        ends = np.flatnonzero(window < 0x80)
+        window = b[pos:pos + 11 * m]  # at most 11 bytes an element (tag + 10-byte varint)
+        ends = np.flatnonzero(window < 0x80)[:2 * m]  # tag, value end, tag, value end...
         if len(ends) < 2 * m:
             return None
-        ends = ends[:2 * m]
-        starts = np.concatenate(([0], ends[:-1] + 1))
-        tags, vstart, vend = starts[0::2], starts[1::2], ends[1::2]
-        if (ends[0::2] != tags).any() or (window[tags] != 0x40).any() or (vend - vstart > 9).any():
+        tag_at, vend = ends[0::2], ends[1::2]
+        if tag_at[0] != 0 or (tag_at[1:] != vend[:-1] + 1).any() or (window[tag_at] != 0x40).any():
             return None
-        used = window[:ends[-1] + 1]
-        group = np.zeros(len(used), np.int64)
-        group[starts[1:]] = 1
-        group = np.cumsum(group)
-        shift = (np.arange(len(used)) - starts[group]).astype(np.uint64) * np.uint64(7)
-        contrib = (used & 0x7F).astype(np.uint64) << shift
-        contrib[tags] = 0  # each sum runs up to the next value: leave the tag bytes out
-        out[done:done + m] = np.add.reduceat(contrib, vstart).view(np.int64)
-        pos += int(ends[-1]) + 1
+        vstart = tag_at + 1
+        length = vend - tag_at  # bytes of each varint, 1 to 10
+        if length.max() > 10:
+            return None
+        vals = (window[vstart] & 0x7F).astype(np.uint64)
+        for k in range(1, int(length.max())):  # the k-th 7-bit group of the values that have one
+            idx = np.flatnonzero(length > k)
+            vals[idx] |= (window[vstart[idx] + k] & 0x7F).astype(np.uint64) << np.uint64(7 * k)
+        out[done:done + m] = vals
+        pos += int(vend[-1]) + 1
         done += m
-    return out
+    return out.view(np.int64)
 
 
 def repeated_numbers(a: Any, kind: str) -> np.ndarray | None:
