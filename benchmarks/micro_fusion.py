@@ -70,8 +70,9 @@ class _B:
         return m
 
 
-def encoder(seq: int = 128, h: int = 768, heads: int = 12, ff: int = 3072) -> tuple[onnx.ModelProto, dict]:
-    b = _B()
+def encoder_layer(b: _B, x: str, mask: str, h: int, heads: int, ff: int) -> str:
+    """One BERT-style encoder layer on ``x`` [1, seq, h] as exporters write it: MatMul + bias projections,
+    attention with an additive ``mask`` and Softmax, residual + LayerNormalization, Erf-form GELU."""
     dh = h // heads
 
     def w(*shape):
@@ -86,18 +87,22 @@ def encoder(seq: int = 128, h: int = 768, heads: int = 12, ff: int = 3072) -> tu
 
     split = b.c(np.array([0, 0, heads, dh], np.int64))
     merge = b.c(np.array([0, 0, h], np.int64))
-    x = "x"
     q = b.op("Transpose", [b.op("Reshape", [dense(x, h, h), split])], perm=[0, 2, 1, 3])
     k = b.op("Transpose", [b.op("Reshape", [dense(x, h, h), split])], perm=[0, 2, 3, 1])
     v = b.op("Transpose", [b.op("Reshape", [dense(x, h, h), split])], perm=[0, 2, 1, 3])
     s = b.op("Div", [b.op("MatMul", [q, k]), b.c(np.float32(math.sqrt(dh)))])
-    p = b.op("Softmax", [b.op("Add", [s, "mask"])], axis=-1)
+    p = b.op("Softmax", [b.op("Add", [s, mask])], axis=-1)
     ctx = b.op("Reshape", [b.op("Transpose", [b.op("MatMul", [p, v])], perm=[0, 2, 1, 3]), merge])
     x = ln(b.op("Add", [dense(ctx, h, h), x]))
     f = dense(x, h, ff)
     erf = b.op("Erf", [b.op("Div", [f, b.c(np.float32(math.sqrt(2.0)))])])
     f = b.op("Mul", [b.op("Mul", [f, b.op("Add", [erf, b.c(np.float32(1.0))])]), b.c(np.float32(0.5))])
-    ln(b.op("Add", [dense(f, ff, h), x]))
+    return ln(b.op("Add", [dense(f, ff, h), x]))
+
+
+def encoder(seq: int = 128, h: int = 768, heads: int = 12, ff: int = 3072) -> tuple[onnx.ModelProto, dict]:
+    b = _B()
+    encoder_layer(b, "x", "mask", h, heads, ff)
     m = b.model([helper.make_tensor_value_info("x", F32, [1, seq, h]),
                  helper.make_tensor_value_info("mask", F32, [1, 1, 1, seq])], "y")
     mask = np.zeros((1, 1, 1, seq), np.float32)

@@ -347,3 +347,20 @@ def test_quantized_models_are_compared_at_quantization_tolerance(tmp_path):
     onnx.save(helper.make_model(q, opset_imports=[helper.make_opsetid("", 13)]), path)
     res = compare(path, {"a": np.ones((2, 4), np.uint8)}, 1, Budget(min_runs=1, seconds=0.01), quant, tol=QUANT_TOL)
     assert res["ort_error"] is None and res["mismatch"] is False and res["max_rel_err"] == 0.0
+
+
+def test_int8_weights_encoder_rewrite():
+    """benchmarks/int8_weights_encoder.py: every large MatMul / Gather weight becomes int8 + Cast -> Mul, and
+    the int8 encoder computes what the float one does up to the quantization error (onnxruntime)."""
+    import onnxruntime as ort
+
+    enc = importlib.import_module("benchmarks.int8_weights_encoder")
+    fm, feeds = enc.float_encoder(1, 8)
+    qm = enc.int8_weights(fm)
+    big = [i for i in qm.graph.initializer if np.prod(i.dims) >= enc.MIN_ENTRIES]
+    assert big and all(i.data_type == onnx.TensorProto.INT8 for i in big)
+    assert sum(n.op_type == "Cast" for n in qm.graph.node) == len(big)
+    run = [ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+           for m in (fm, qm)]
+    np.testing.assert_allclose(run[1], run[0], atol=0.1)
+    assert not np.array_equal(run[1], run[0])
