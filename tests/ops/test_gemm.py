@@ -4,7 +4,6 @@ paths and fused epilogues built on it (codegen/kernels/conv.py, matmul.py, epilo
 from __future__ import annotations
 
 import platform
-import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -19,19 +18,12 @@ from onnxc.codegen.compiler import default_cc, runtime_dir, thread_flags
 from onnxc.codegen.kernels.gemm_layout import MR, NR, pack_a, pack_b, packed_a_size, packed_b_size
 from onnxc.codegen.runtime_lib import sources_for
 
-from .util import check_node, node_model, random_array, reference
+from .util import check_node, cpu_flags, node_model, random_array, reference
 
 CHECK_C = Path(__file__).with_name("gemm_check.c")
 X86 = platform.machine() in ("x86_64", "AMD64")
 
 
-def _cpu_flags() -> set[str]:
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return set()
-    m = re.search(r"^flags\s*:(.*)$", text, re.M)
-    return set(m.group(1).split()) if m else set()
 
 
 def _build(tmp_path: Path, flags: list[str], cc: str | None = None) -> Path:
@@ -49,7 +41,7 @@ def _build(tmp_path: Path, flags: list[str], cc: str | None = None) -> Path:
 TARGETS = [
     pytest.param("native", ["-march=native"], None, id="native"),
     pytest.param("avx2", ["-march=haswell"], "avx2", id="avx2",
-                 marks=pytest.mark.skipif(not (X86 and {"avx2", "fma"} <= _cpu_flags()), reason="needs AVX2+FMA")),
+                 marks=pytest.mark.skipif(not (X86 and {"avx2", "fma"} <= cpu_flags()), reason="needs AVX2+FMA")),
     pytest.param("portable", ["-march=x86-64"], "portable", id="portable",
                  marks=pytest.mark.skipif(not X86, reason="x86-64 baseline build")),
 ]
@@ -62,7 +54,7 @@ def test_sgemm_matches_reference(tmp_path, name, flags, isa):
     assert r.returncode == 0 and r.stdout.strip().endswith("OK"), r.stdout[-3000:]
     got_isa = r.stdout.split()[1]
     if isa is None:  # native: the widest kernel the machine has
-        flags_ = _cpu_flags()
+        flags_ = cpu_flags()
         isa = "avx512" if "avx512f" in flags_ else "avx2" if {"avx2", "fma"} <= flags_ else got_isa
     assert got_isa == isa
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 import platform
-import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -20,6 +19,8 @@ import pytest
 from onnxc.codegen.compiler import default_cc, runtime_dir, thread_flags
 from onnxc.codegen.kernels.igemm_layout import MR, NR, pack_a, pack_b, packed_a_size, packed_b_size
 from onnxc.codegen.runtime_lib import sources_for
+
+from .util import cpu_flags
 
 CHECK_C = Path(__file__).with_name("igemm_check.c")
 X86 = platform.machine() in ("x86_64", "AMD64")
@@ -47,12 +48,6 @@ int check_sgemm(int threads, int64_t M, int64_t N, int64_t K, const float *Ap, c
 """
 
 
-def cpu_flags() -> set[str]:
-    try:
-        m = re.search(r"^flags\s*:(.*)$", Path("/proc/cpuinfo").read_text(), re.M)
-    except OSError:
-        return set()
-    return set(m.group(1).split()) if m else set()
 
 
 class IGemm:
@@ -178,7 +173,7 @@ def test_isa_cap_from_the_environment(tmp_path):
     import os
     import sys
 
-    code = (f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); from test_igemm import IGemm; "
+    code = (f"import sys; sys.path.insert(0, {str(Path(__file__).parents[2])!r}); from tests.ops.test_igemm import IGemm; "
             f"from pathlib import Path; print(IGemm(Path({str(tmp_path)!r}), ['-march=native']).isa)")
     for cap, want in (("portable", "portable"), ("", best_isa()), ("avx2", "avx2" if _runs("avx2") else "portable")):
         env = dict(os.environ, ONNXC_ISA=cap)

@@ -13,9 +13,7 @@ naive reference. Models the kernel does not take stay on the expansion / fold pa
 from __future__ import annotations
 
 import platform
-import re
 import subprocess
-from pathlib import Path
 
 import cffi
 import ml_dtypes
@@ -33,6 +31,8 @@ from onnxc.codegen.runtime_lib import sources_for
 from onnxc.frontend import load_model
 from onnxc.ir import ShapeError
 from onnxc.passes.pipeline import optimize
+
+from .util import cpu_flags
 
 MS, NBITS = "com.microsoft", ("onnxc", "MatMulNBits")
 RNG = np.random.default_rng(17)
@@ -269,12 +269,6 @@ int check_nbits(int threads, int64_t M, int64_t N, int64_t K, int64_t bs, const 
                 const float *s, const uint8_t *z, const float *zf, const float *bias, float *Y, int ref);"""
 
 
-def _cpu_flags() -> set[str]:
-    try:
-        m = re.search(r"^flags\s*:(.*)$", Path("/proc/cpuinfo").read_text(), re.M)
-    except OSError:
-        return set()
-    return set(m.group(1).split()) if m else set()
 
 
 @pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="x86 targets")
@@ -283,7 +277,7 @@ def test_runtime_isa_paths(tmp_path, isa: str):
     """Every path this CPU runs (all are built into the runtime; chosen at run time, here with
     onnxc_nbits_use_isa), in an old-target (x86-64) build, against numpy and the naive reference: GEMV rows
     1..16, prefill 17 and 40, zero points none / uint8 / float, bias, threads."""
-    flags = _cpu_flags()
+    flags = cpu_flags()
     if isa == "avx512" and not {"avx512f", "avx512bw", "avx512dq", "avx512vl"} <= flags or \
             isa == "avx2" and not {"avx2", "fma"} <= flags:
         pytest.skip(f"this CPU does not run {isa}")

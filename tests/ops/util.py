@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import numpy as np
 import onnx
 from onnx import helper
 from onnx.reference import ReferenceEvaluator
 
 import onnxc
+
+
+def cpu_flags() -> set[str]:
+    """The CPU's feature flags from /proc/cpuinfo (empty where there is none)."""
+    try:
+        m = re.search(r"^flags\s*:(.*)$", Path("/proc/cpuinfo").read_text(), re.M)
+    except OSError:
+        return set()
+    return set(m.group(1).split()) if m else set()
 
 
 def node_model(op_type: str, inputs: dict[str, np.ndarray], n_outputs: int = 1, opset: int = 21,
