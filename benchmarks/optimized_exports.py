@@ -1,6 +1,6 @@
 """Real-suite models saved after onnxruntime's optimizers, compiled by onnxc and compared with onnxruntime.
 
-    python -m benchmarks.optimized_exports [--models bert,gpt2] [--md FILE]
+    python -m benchmarks.optimized_exports [--models bert,gpt2,t5] [--md FILE]
 
 Users often ship a model after ``onnxruntime.transformers.optimizer.optimize_model`` (as Hugging Face
 Optimum does) or after an onnxruntime session saved its graph at the extended level
@@ -8,15 +8,20 @@ Optimum does) or after an onnxruntime session saved its graph at the extended le
 each torch model of the real suite (benchmarks/real, built on first use; needs the bench extra), this
 makes those files, lists the contrib ops in them, compiles them with onnxc and compares the outputs with
 onnxruntime running the same file, at two input sizes (two sequence lengths for token models, two batch
-sizes for images). Needs ``sympy`` (the transformer optimizer's shape inference).
+sizes for images). Then the same for the Hugging Face architectures of benchmarks/hf_models.py (RoBERTa,
+DistilBERT, CLIP, T5, BART, Whisper; optimizer model types as ``HFModel.model_type``), whose patterns are the
+ones the transformer optimizer's fusions look for. Needs ``sympy`` (the transformer optimizer's shape
+inference) and, for the Hugging Face models, ``transformers``.
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import functools
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -26,10 +31,14 @@ import numpy as np
 TRANSFORMER_TYPES = {"bert": ("bert", 0, 0), "gpt2": ("gpt2", 4, 256), "vit_tiny": ("vit", 3, 192),
                      "llama": ("bert", 8, 256), "conformer": ("bert", 0, 0)}
 FAMILIES = ("CNN", "mobile CNN", "detector", "transformer encoder", "decoder")
+NOTE = ("Error: max |onnxc - onnxruntime| / max |onnxruntime| over the outputs, at two input sizes. \"vs. source\": "
+        "onnxruntime has no CPU kernel for an op of the file (RelativePositionBias), so the reference is onnxruntime "
+        "running the file before optimization. Hugging Face models: benchmarks/hf_models.py.")
 
 
-def optimized(path: Path, arch: str, out: Path) -> dict[str, Path]:
-    """The optimized files of ``path``: "extended" (session) and, for transformers, "transformers"."""
+def optimized(path: Path, arch: str, out: Path, transformer: tuple[str, int, int] | None = None) -> dict[str, Path]:
+    """The optimized files of ``path``: "extended" (session) and, for transformers (``arch`` in TRANSFORMER_TYPES,
+    or ``transformer`` given as (model_type, num_heads, hidden_size)), "transformers"."""
     import onnxruntime as ort
 
     made = {}
@@ -38,10 +47,11 @@ def optimized(path: Path, arch: str, out: Path) -> dict[str, Path]:
     so.optimized_model_filepath = str(out / f"{path.stem}-extended.onnx")
     ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
     made["session, extended level"] = Path(so.optimized_model_filepath)
-    if arch in TRANSFORMER_TYPES:
+    transformer = transformer or TRANSFORMER_TYPES.get(arch)
+    if transformer:
         from onnxruntime.transformers.optimizer import optimize_model
 
-        kind, heads, hidden = TRANSFORMER_TYPES[arch]
+        kind, heads, hidden = transformer
         m = optimize_model(str(path), model_type=kind, num_heads=heads, hidden_size=hidden, opt_level=0)
         p = out / f"{path.stem}-transformers.onnx"
         m.save_model_to_file(str(p))
@@ -65,8 +75,11 @@ def sizes(feeds: dict[str, np.ndarray]) -> list[dict[str, np.ndarray]]:
     return [feeds, second]
 
 
-def check(path: Path, feed_sets: list[dict[str, np.ndarray]]) -> tuple[str, list[float]]:
-    """("ok" or the failure, the max relative error per feed set) of onnxc against onnxruntime."""
+def check(path: Path, feed_sets: list[dict[str, np.ndarray]], reference: Path | None = None) -> tuple[str, list[float]]:
+    """("ok" or the failure, the max relative error per feed set) of onnxc against onnxruntime running ``path``,
+    or ``reference`` (the file before optimization; the status is then "ok (vs. source)") when onnxruntime has
+    no CPU kernel for an op of ``path`` (RelativePositionBias, which its optimizer writes for T5, has only a
+    CUDA kernel)."""
     import onnxruntime as ort
 
     import onnxc
@@ -75,42 +88,66 @@ def check(path: Path, feed_sets: list[dict[str, np.ndarray]]) -> tuple[str, list
         cm = onnxc.compile(str(path))
     except Exception as e:  # noqa: BLE001 (reported in the table)
         return f"{type(e).__name__}: {str(e).splitlines()[0][:120]}", []
-    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    try:
+        sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    except Exception as e:  # noqa: BLE001 (an op onnxruntime has no CPU kernel for: compare with the source file)
+        if reference is None or "NOT_IMPLEMENTED" not in str(e):
+            raise
+        sess = ort.InferenceSession(str(reference), providers=["CPUExecutionProvider"])
+        vs = " (vs. source)"
+    else:
+        vs = ""
     errs = []
+    names = {i.name for i in sess.get_inputs()}
     for feeds in feed_sets:
+        feeds = {k: v for k, v in feeds.items() if k in names}  # an exporter may drop an unused input
         want = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feeds)))
         got = cm.run(feeds)
         errs.append(max(float(np.max(np.abs(got[k] - w)) / (np.max(np.abs(w)) + 1e-12)) for k, w in want.items()))
-    return ("ok" if max(errs) <= 1e-3 else "mismatch"), errs
+    return ("ok" if max(errs) <= 1e-3 else "mismatch") + vs, errs
+
+
+def entries(only: str | None) -> list[tuple[str, Callable[[], Path], list, tuple[str, int, int] | None]]:
+    """(name, a maker of its file, its two feed sets, the transformer optimizer's arguments or None) of
+    the real suite's torch models and of the Hugging Face models, those whose names contain a part of ``only``."""
+    from benchmarks import hf_models
+    from benchmarks.real import MODELS, model_path
+
+    def wanted(name: str) -> bool:
+        return not only or any(p in name for p in only.split(","))
+
+    out = [(n, functools.partial(model_path, n), sizes(MODELS[n].feeds(np.random.default_rng(0), 2)), None)
+           for n, m in MODELS.items() if m.family in FAMILIES and m.source.startswith("torch") and wanted(n)]
+    for n in hf_models.NAMES:
+        arch = hf_models.MODELS[n.split("/")[0]]
+        if wanted(n):
+            out.append((n, functools.partial(hf_models.model_path, n), hf_models.feed_sets(arch.name),
+                        (arch.model_type, hf_models.HEADS, hf_models.HIDDEN)))
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
-    from benchmarks.real import MODELS, model_path
-
     ap = argparse.ArgumentParser(prog="python -m benchmarks.optimized_exports", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--models", help="comma-separated parts of real-suite names (default: every torch model of "
-                                     f"the families {', '.join(FAMILIES)})")
+    ap.add_argument("--models", help="comma-separated parts of model names (default: every torch model of the real "
+                                     f"suite's families {', '.join(FAMILIES)}, and every benchmarks/hf_models.py model)")
     ap.add_argument("--md", metavar="FILE", help="also write the table as markdown")
     args = ap.parse_args(argv)
-    names = [n for n, m in MODELS.items() if m.family in FAMILIES and m.source.startswith("torch")]
-    if args.models:
-        names = [n for n in names if any(p in n for p in args.models.split(","))]
     lines = ["| model | optimized by | contrib ops in the file | onnxc | max rel. error (two sizes) |",
              "|---|---|---|---|---|"]
     bad = 0
     with tempfile.TemporaryDirectory(prefix="onnxc-optimized-") as tmp:
-        for name in names:
-            path = model_path(name)
-            feed_sets = sizes(MODELS[name].feeds(np.random.default_rng(0), 2))
-            for how, p in optimized(path, name.split("/")[0], Path(tmp)).items():
-                status, errs = check(p, feed_sets)
-                bad += status != "ok"
+        for name, make, feed_sets, transformer in entries(args.models):
+            source = make()
+            for how, p in optimized(source, name.split("/")[0], Path(tmp), transformer).items():
+                status, errs = check(p, feed_sets, source)
+                bad += not status.startswith("ok")
                 lines.append(f"| {name} | {how} | {contrib_ops(p)} | {status} | "
                              f"{' / '.join(f'{e:.1e}' for e in errs) or '-'} |")
                 print(lines[-1], flush=True)
     table = "\n".join(lines)
     if args.md:
-        Path(args.md).write_text(f"Generated by `python -m benchmarks.optimized_exports --md {args.md}`.\n\n{table}\n")
+        Path(args.md).write_text(f"Generated by `python -m benchmarks.optimized_exports --md {args.md}`. {NOTE}\n\n"
+                                 f"{table}\n")
     print(f"{len(lines) - 2} optimized files, {bad} not ok")
     return 1 if bad else 0
 

@@ -106,7 +106,9 @@ def _binary(node: Node) -> list:
 
 @shape_rule(*COMPARE)
 def _compare(node: Node) -> list:
-    return [TensorType(DType.BOOL, _broadcast(node, 2))]
+    out = TensorType(DType.BOOL, _broadcast(node, 2))
+    _set_sym(node, 2, lambda a, b: _compare_dims(node.op_type, a, b))  # 0/1 where the dims decide it
+    return [out]
 
 
 @shape_rule(*VARIADIC)
@@ -157,6 +159,8 @@ def _where(node: Node) -> list:
         pick = node.inputs[1] if bool(cond.reshape(-1)[0]) else node.inputs[2]
         if pick.sym_value is not None and shape_of(node, 1 if pick is node.inputs[1] else 2) == out.shape:
             node.outputs[0].sym_value = pick.sym_value
+    elif node.inputs[0].sym_value is not None:  # a condition the dims decide (Equal(Shape(x), -1)...)
+        _set_sym(node, 3, lambda c, x, y: x if c else y, first=1)
     return [out]
 
 
@@ -257,15 +261,36 @@ def _chain(fn: Callable, xs: tuple) -> Dim:
     return r
 
 
+def _cond_ints(v) -> list[int] | None:
+    """A bool tensor's elements as 0/1, from its constant or the symbolic value a comparison of dims gave it."""
+    if v.const is not None:
+        return [int(x) for x in np.asarray(v.const).reshape(-1)]
+    return None if v.sym_value is None else [int(x) for x in v.sym_value]
+
+
 MAX_SYM = 64  # longest shape tensor whose element values are tracked
 
 
-def _set_sym(node: Node, n: int, fn: Callable[..., Dim | None]) -> None:
-    """Set the output's sym_value from the inputs' constant or symbolic values, when all are known."""
+def _compare_dims(op: str, a: Dim, b: Dim) -> int | None:
+    """1 or 0 when comparison ``op`` of ``a`` and ``b`` holds or fails for every binding of the (nonnegative)
+    dimension variables, else None: Equal(dim, -1) is 0, GreaterOrEqual(n + 1, n) is 1."""
+    diff = as_dim(a) - as_dim(b)
+    if isinstance(diff, int):
+        return int({"Equal": diff == 0, "Less": diff < 0, "Greater": diff > 0, "LessOrEqual": diff <= 0,
+                    "GreaterOrEqual": diff >= 0}[op])
+    pos, nonneg_, neg, nonpos = nonneg(diff - 1), nonneg(diff), nonneg(-diff - 1), nonneg(-diff)
+    yes, no = {"Equal": (False, pos or neg), "Greater": (pos, nonpos), "GreaterOrEqual": (nonneg_, neg),
+               "Less": (neg, nonneg_), "LessOrEqual": (nonpos, pos)}[op]
+    return 1 if yes else 0 if no else None
+
+
+def _set_sym(node: Node, n: int, fn: Callable[..., Dim | None], first: int = 0) -> None:
+    """Set the output's sym_value from the inputs' constant or symbolic values, when all are known
+    (inputs ``first``.. are the int operands whose element type is checked: Where's condition is bool)."""
     out = node.outputs[0]
-    if tensor_type(node, 0).dtype not in (DType.INT64, DType.INT32):
+    if tensor_type(node, first).dtype not in (DType.INT64, DType.INT32):
         return
-    vals = [sym_ints(node.input(i)) for i in range(n)]
+    vals = [_cond_ints(node.input(i)) if i < first else sym_ints(node.input(i)) for i in range(n)]
     if any(v is None for v in vals) or all(node.inputs[i].sym_value is None for i in range(n)):
         return
     ranks = [len(shape_of(node, i)) for i in range(n)]
