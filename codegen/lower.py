@@ -139,10 +139,11 @@ class Program:
 
 class _Lowerer:
     def __init__(self, model: Model, threads: int, prefix: str = "", helpers: dict | None = None,
-                 counter: list | None = None):
+                 counter: list | None = None, precision: str = "fp32"):
         self.model = model
         self.g = model.graph
         self.threads = threads
+        self.precision = precision  # KernelCtx.precision
         self.prefix = prefix          # C names of this program's functions start with it
         self.buffers: dict[int, Buffer] = {}
         self.vbuf: dict[int, int] = {}
@@ -342,6 +343,7 @@ class _Lowerer:
         ctx = KernelCtx(node, ins, outs, self.dim_c, self.helpers, self.threads)
         ctx.subprogram = self.subprogram
         ctx.grow_weights = self.grow_weights
+        ctx.precision = self.precision
         if kd.allocates:
             ctx.defines = {name: f"D[{self.dimvars.index(name)}]" for name in node.defines_dims}
             shape_body = None
@@ -413,7 +415,7 @@ class _Lowerer:
         sub = Model(body, dict(self.model.opset_imports), dict(self.model.functions))
         name = f"onnxc_sg{self.counter[0]}"
         self.counter[0] += 1
-        prog = _Lowerer(sub, self.threads, name + "_", self.helpers, self.counter).run()
+        prog = _Lowerer(sub, self.threads, name + "_", self.helpers, self.counter, self.precision).run()
         self.subprograms.extend(prog.subprograms)
         self.subprograms.append(emit_subprogram(prog, name))
         return f"{name}_run", self.append_blob(prog.weights)
@@ -532,6 +534,6 @@ def _nested_strings(t) -> bool:
     return False
 
 
-def lower(model: Model, threads: int = 1) -> Program:
-    """Lower an optimized, fully typed model to a Program."""
-    return _Lowerer(model, threads).run()
+def lower(model: Model, threads: int = 1, precision: str = "fp32") -> Program:
+    """Lower an optimized, fully typed model to a Program (``precision``: KernelCtx.precision)."""
+    return _Lowerer(model, threads, precision=precision).run()

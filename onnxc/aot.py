@@ -27,6 +27,7 @@ from onnxc.codegen.artifact import (
     type_from_json,
     write_sources,
 )
+from onnxc.codegen.kernels.bf16 import check_precision
 from onnxc.codegen.native import NativeModel
 from onnxc.ir import ModelError
 
@@ -40,23 +41,25 @@ EMBED_MAX_BYTES = 1 << 30  # larger weights are written beside the library (see 
 def build(model, out_dir: str | os.PathLike, *, name: str | None = None, embed_weights: bool = True,
           target: str = "native", threads: int | None = None, cc: str | None = None,
           flags: tuple[str, ...] | None = None, emit_only: bool = False,
-          constants: Mapping[str, object] | None = None, quiet: bool = False) -> Path:
+          constants: Mapping[str, object] | None = None, quiet: bool = False, precision: str = "fp32") -> Path:
     """Compile ``model`` (path, bytes or ModelProto) into the artifact folder ``out_dir``.
 
     ``name``: C identifier used for the library, header and API prefix (default: from the file name,
     else "model"). ``embed_weights``: weights inside the library, else ``<name>.weights`` beside it.
     ``target``: ISA level (native, portable, x86-64-v2/v3/v4, aarch64). ``emit_only``: write sources
     and build files without compiling. ``constants``: inputs bound to fixed values, as in compile().
-    ``quiet``: no status line on stderr, as in compile() (onnxc/progress.py). Returns the folder.
+    ``quiet``: no status line on stderr, as in compile() (onnxc/progress.py). ``precision``: "fp32" or
+    "bf16", as in compile(). Returns the folder.
     """
     with progress.session(quiet) as rep:
         rep.phase("load")
-        return _build(model, out_dir, name, embed_weights, target, threads, cc, flags, emit_only, constants)
+        return _build(model, out_dir, name, embed_weights, target, threads, cc, flags, emit_only, constants,
+                      check_precision(precision))
 
 
 def _build(model, out_dir: str | os.PathLike, name: str | None, embed_weights: bool, target: str,
            threads: int | None, cc: str | None, flags: tuple[str, ...] | None, emit_only: bool,
-           constants: Mapping[str, object] | None) -> Path:
+           constants: Mapping[str, object] | None, precision: str = "fp32") -> Path:
     """build() within its progress session (phases: load, passes, codegen, cc): the compile pipeline
     (onnxc/pipeline.py) with the artifact's sources as its emit step and its library as its build step."""
     out = Path(out_dir)
@@ -76,7 +79,7 @@ def _build(model, out_dir: str | os.PathLike, name: str | None, embed_weights: b
     def build(c: Compilation) -> None:
         build_library(out, name, compiler_config(cc, flags), target, embed[0])
 
-    compile_pipeline(model, Options(threads, constants=constants, emit=emit, build=build),
+    compile_pipeline(model, Options(threads, constants=constants, emit=emit, build=build, precision=precision),
                      until="emit" if emit_only else "build")
     return out
 

@@ -17,6 +17,7 @@ from onnxc.codegen import cache as c_cache
 from onnxc.codegen import model_cache
 from onnxc.codegen.cache import build_cached
 from onnxc.codegen.compiler import CompilerConfig, compiler_version, thread_flags
+from onnxc.codegen.kernels.bf16 import check_precision, warn_if_slow
 from onnxc.codegen.lower import Program
 from onnxc.codegen.native import NativeModel, contiguous
 from onnxc.ir import CacheWarning, CompileError, DType, InputError, Model, ModelError, TensorType, innermost
@@ -386,11 +387,12 @@ def output_plan(program: Program) -> list[bool]:
 
 
 def lower_model(model, threads: int | None = None, check_ir: bool | None = None,
-                dump_ir: str | set[str] | None = None, constants: Mapping[str, object] | None = None
-                ) -> tuple[Model, Program, int, dict]:
+                dump_ir: str | set[str] | None = None, constants: Mapping[str, object] | None = None,
+                precision: str = "fp32") -> tuple[Model, Program, int, dict]:
     """The steps load .. lower of the compile pipeline (onnxc/pipeline.py): (IR, Program, threads,
-    timings). ``constants``: inputs bound to values (passes/bind_constants.py)."""
-    c = compile_pipeline(model, Options(threads, check_ir, dump_ir, constants=constants), until="lower")
+    timings). ``constants``: inputs bound to values (passes/bind_constants.py); ``precision`` as compile()."""
+    c = compile_pipeline(model, Options(threads, check_ir, dump_ir, constants=constants,
+                                        precision=check_precision(precision)), until="lower")
     return c.model, c.program, c.threads, {"load": c.seconds("load"), "passes": c.seconds("support_check", "optimize"),
                                            "lower": c.seconds("lower")}
 
@@ -424,7 +426,8 @@ def native_types(ins: list[TensorInfo], outs: list[TensorInfo]) -> tuple[list, l
 def compile(model, *, threads: int | None = None, cache_dir: str | os.PathLike | None = None,
             cc: str | None = None, flags: tuple[str, ...] | None = None, check_ir: bool | None = None,
             dump_ir: str | set[str] | None = None, profile: bool = False,
-            constants: Mapping[str, object] | None = None, quiet: bool = False) -> CompiledModel:
+            constants: Mapping[str, object] | None = None, quiet: bool = False,
+            precision: str = "fp32") -> CompiledModel:
     """Compile an ONNX model (path, bytes or protobuf ModelProto) to native code.
 
     ``threads``: threads the kernels may use (default: all cores). ``cache_dir``: compile cache
@@ -436,6 +439,8 @@ def compile(model, *, threads: int | None = None, cache_dir: str | os.PathLike |
     longer takes them: branches and shapes they decide are settled at compile time.
     ``quiet``: no status line on stderr (drawn when stderr is a terminal and the compile runs over a
     second); the logger "onnxc" gets one INFO record per finished phase either way (onnxc/progress.py).
+    ``precision``: "fp32" (default) or "bf16": float32 Conv/MatMul/Gemm weights rounded to bfloat16, their
+    products accumulated in float32 (AVX512_BF16 where the CPU has it; codegen/kernels/bf16.py).
 
     A model compiled before with the same options (the same file bytes, threads, compiler, flags and
     onnxc version) comes from the model cache (codegen/model_cache.py) without being parsed; its
@@ -443,12 +448,14 @@ def compile(model, *, threads: int | None = None, cache_dir: str | os.PathLike |
     """
     with progress.session(quiet) as rep:
         rep.phase("load")
-        return _compile(model, threads, cache_dir, cc, flags, check_ir, dump_ir, profile, constants)
+        if check_precision(precision) == "bf16":
+            warn_if_slow()
+        return _compile(model, threads, cache_dir, cc, flags, check_ir, dump_ir, profile, constants, precision)
 
 
 def _compile(model, threads: int | None, cache_dir: str | os.PathLike | None, cc: str | None,
              flags: tuple[str, ...] | None, check_ir: bool | None, dump_ir: str | set[str] | None, profile: bool,
-             constants: Mapping[str, object] | None) -> CompiledModel:
+             constants: Mapping[str, object] | None, precision: str = "fp32") -> CompiledModel:
     """compile() within its progress session (phases: load, passes, codegen, cc): the model cache, else
     the compile pipeline (onnxc/pipeline.py) with the JIT build step."""
     t0 = time.perf_counter()
@@ -458,11 +465,11 @@ def _compile(model, threads: int | None, cache_dir: str | os.PathLike | None, cc
     data = model
     key = None
     if dump_ir is None and not isinstance(model, Model):  # (dumping the IR means running the passes)
-        data, key = _model_key(model, root, nthreads, cfg, profile, constants)
+        data, key = _model_key(model, root, nthreads, cfg, profile, constants, precision)
 
     def recompute() -> tuple[Model, Program, str]:
-        c = compile_pipeline(model, Options(nthreads, check_ir, constants=constants, profile=profile, units=MAX_UNITS),
-                             until="emit")
+        c = compile_pipeline(model, Options(nthreads, check_ir, constants=constants, profile=profile, units=MAX_UNITS,
+                                            precision=precision), until="emit")
         return c.model, c.program, c.source
 
     base_dir = os.path.dirname(os.path.abspath(model)) if isinstance(model, (str, os.PathLike)) else None
@@ -475,7 +482,7 @@ def _compile(model, threads: int | None, cache_dir: str | os.PathLike | None, cc
     t1 = time.perf_counter()
     jit = _JitBuild(root, key, cfg, cache_dir, base_dir)
     c = compile_pipeline(data, Options(nthreads, check_ir, dump_ir, constants=constants, base_dir=base_dir,
-                                       profile=profile, units=MAX_UNITS, build=jit), until="load")
+                                       profile=profile, units=MAX_UNITS, build=jit, precision=precision), until="load")
     del data  # the protobuf (or its bytes) is let go here
     resume(c)
     t4 = time.perf_counter()
@@ -541,7 +548,7 @@ class _JitBuild:
 
 
 def _model_key(model, root: Path, threads: int, cfg: CompilerConfig, profile: bool,
-               constants: Mapping[str, object] | None = None) -> tuple[object, str | None]:
+               constants: Mapping[str, object] | None = None, precision: str = "fp32") -> tuple[object, str | None]:
     """(What to load on a miss, the model-cache key), the key None when the model cannot be keyed (an
     unreadable file: the frontend reports it; no C compiler: the compile reports it). A protobuf
     message is serialized once, for the key and the frontend."""
@@ -560,6 +567,8 @@ def _model_key(model, root: Path, threads: int, cfg: CompilerConfig, profile: bo
                    "flags": list(cfg.flags), "sanitize": list(cfg.sanitize), "thread_flags": list(thread_flags(cfg.cc)), "profile": bool(profile)}
         if constants:
             options["constants"] = {k: np.asarray(v).tolist() for k, v in sorted(constants.items())}
+        if precision != "fp32":  # (absent for fp32: the keys of earlier entries stay valid)
+            options["precision"] = precision
     except (OSError, CompileError):
         return data, None
     return data, model_cache.model_key(digest, options)

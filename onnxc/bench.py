@@ -152,16 +152,17 @@ def max_rel_error(got: dict[str, np.ndarray], want: dict[str, np.ndarray]) -> fl
 
 
 def peak_memory_mb(engine: str, model: str | os.PathLike, feeds: dict[str, np.ndarray], threads: int,
-                   cache_dir: str | os.PathLike | None = None, timeout: float = 900) -> float | None:
+                   cache_dir: str | os.PathLike | None = None, timeout: float = 900,
+                   precision: str = "fp32") -> float | None:
     """Peak resident memory (MB) a fresh process adds to load ``model`` with ``engine`` ("onnxc" or
     "onnxruntime") and run it three times: the peak RSS at the end minus the RSS after the imports (the
     peak is reset there; see ``_rss_kb``). onnxc loads through ``onnxc.compile`` (the cache in
-    ``cache_dir`` spares the C compiler). None on failure."""
+    ``cache_dir`` spares the C compiler; ``precision`` as compile()). None on failure."""
     with tempfile.TemporaryDirectory(prefix="onnxc-bench-") as tmp:
         path = Path(tmp) / "feeds.npz"
         np.savez(path, **feeds)
         cmd = [sys.executable, "-m", "onnxc.bench", "--peak-child", engine, str(model), str(path), str(threads),
-               str(cache_dir or "")]
+               str(cache_dir or ""), precision]
         try:
             r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -204,7 +205,7 @@ def _peak_child(argv: list[str]) -> int:
     import gc
     import resource
 
-    engine, model, feeds_file, threads, cache = argv
+    engine, model, feeds_file, threads, cache, precision = argv
     if engine == "onnxruntime":
         import onnxruntime  # noqa: F401
     else:
@@ -220,7 +221,7 @@ def _peak_child(argv: list[str]) -> int:
         def run() -> object:
             return sess.run(None, feeds)
     else:
-        compiled = onnxc.compile(model, threads=int(threads), cache_dir=cache or None)
+        compiled = onnxc.compile(model, threads=int(threads), cache_dir=cache or None, precision=precision)
 
         def run() -> object:
             return compiled.run(feeds)
@@ -279,6 +280,7 @@ def compare(model: str | os.PathLike, feeds: dict[str, np.ndarray], threads: int
 QUANT_OPS = frozenset({"QuantizeLinear", "DynamicQuantizeLinear", "QLinearConv", "QLinearMatMul", "ConvInteger",
                        "MatMulInteger", "MatMulNBits"})
 QUANT_TOL = 1 / 64  # relative to an output's largest value: about two quantization steps of an 8-bit output
+BF16_TOL = 1 / 32  # relative, with precision="bf16": operands carry 8 significant bits (a 2^-9 relative rounding)
 
 
 def is_quantized(compiled) -> bool:
@@ -310,9 +312,9 @@ def cmd_bench(args) -> int:
     budget = Budget(min_runs=args.runs, seconds=args.seconds, max_seconds=max(args.seconds * 10, 30.0))
     if args.runs < 1:
         raise UsageError(f"--runs: expected at least 1, got {args.runs}")
-    compiled = onnxc.compile(args.model, threads=threads)
+    compiled = onnxc.compile(args.model, threads=threads, precision=args.precision)
     t = compiled.timings
-    print(f"model {args.model}: {threads} thread(s)")
+    print(f"model {args.model}: {threads} thread(s)" + (", precision bf16" if args.precision == "bf16" else ""))
     print(f"onnxc compile: {t.get('total', 0):.3f} s (load {t.get('load', 0):.3f}, passes {t.get('passes', 0):.3f}, "
           f"codegen {t.get('codegen', 0):.3f}, C compiler/cache {t.get('build', 0):.3f})")
     rng = np.random.default_rng(args.seed)
@@ -321,7 +323,7 @@ def cmd_bench(args) -> int:
         print(f"input  {name}  {a.dtype}  {list(a.shape)}  random (seed {args.seed})")
     quantized = is_quantized(compiled)
     res = compare(args.model, feeds, threads, budget, compiled, with_ort=not args.no_ort,
-                  tol=QUANT_TOL if quantized else 1e-3)
+                  tol=QUANT_TOL if quantized else BF16_TOL if args.precision == "bf16" else 1e-3)
     print(f"{'engine':<12} {'median ms':>10} {'p10':>9} {'p90':>9} {'runs':>6}")
     for name in ("onnxruntime", "onnxc"):
         s = res[name]
@@ -331,19 +333,22 @@ def cmd_bench(args) -> int:
         flag = "MISMATCH" if res["mismatch"] else "outputs agree"
         if quantized:
             flag += f" for a quantized model (tolerance {QUANT_TOL:.2g}: two engines' integer roundings)"
+        elif args.precision == "bf16":
+            flag += f" for bf16 weights (tolerance {BF16_TOL:.2g})"
         print(f"ratio onnxc/onnxruntime: {res['ratio']:.3f}  (max rel error {res['max_rel_err']:.2e}, {flag})")
     elif res["ort_error"]:
         print(f"onnxruntime: not compared ({res['ort_error']})")
     if args.memory:
         cache = None  # the default cache holds the library compiled above
-        res["peak_mb"] = {"onnxc": peak_memory_mb("onnxc", args.model, feeds, threads, cache)}
+        res["peak_mb"] = {"onnxc": peak_memory_mb("onnxc", args.model, feeds, threads, cache,
+                                                   precision=args.precision)}
         if res["onnxruntime"] is not None:
             res["peak_mb"]["onnxruntime"] = peak_memory_mb("onnxruntime", args.model, feeds, threads)
         print("peak MB: " + ", ".join(f"{k} {fmt(v, '.1f')}" for k, v in res["peak_mb"].items()))
     if args.profile:
         from onnxc.profile import read_profile, reset_profile
 
-        prof_model = onnxc.compile(args.model, threads=threads, profile=True)
+        prof_model = onnxc.compile(args.model, threads=threads, profile=True, precision=args.precision)
         n = max(res["onnxc"]["runs"] if res["onnxc"] else args.runs, 1)
         prof_model.run(feeds)
         reset_profile(prof_model)
@@ -384,6 +389,8 @@ def add_bench_parser(sub, common) -> None:
     b.add_argument("--top", type=int, default=0, help="steps listed by --profile (default 0: all)")
     b.add_argument("--memory", action="store_true", help="also measure peak memory, in a child process per engine")
     b.add_argument("--no-ort", action="store_true", help="time onnxc only")
+    b.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
+                   help="bf16: Conv/MatMul/Gemm weights in bfloat16, float32 accumulation (default fp32)")
     b.add_argument("--json", metavar="FILE", help="write the results as JSON")
     b.set_defaults(func=cmd_bench)
 

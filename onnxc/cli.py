@@ -124,7 +124,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     dims = {k: _int(v, f"--dim {k}") for k, v in _parse_pairs(args.dim, "--dim").items()}
     arrays = {name: load_array(path) for name, path in given.items()}
     model = onnxc.compile(args.model, threads=args.threads, constants=_consts(args),
-                          quiet=getattr(args, "quiet", False))
+                          quiet=getattr(args, "quiet", False), precision=args.precision)
     names = [i.name for i in model.inputs]
     unknown = sorted(set(given) - set(names))
     if unknown:
@@ -282,8 +282,8 @@ def cmd_info(args: argparse.Namespace) -> int:
         raise UsageError(f"--dump-after {args.dump_after!r}: not a pipeline step; the steps are "
                          f"{', '.join(step_names())} (or 'all')")
     dump = None if not args.dump_after else ("all" if args.dump_after == "all" else {args.dump_after})
-    c = compile_pipeline(args.model, Options(args.threads, dump_ir=dump, dump_to=sys.stdout, constants=_consts(args)),
-                         until="load")
+    c = compile_pipeline(args.model, Options(args.threads, dump_ir=dump, dump_to=sys.stdout, constants=_consts(args),
+                                             precision=args.precision), until="load")
     m = c.model
     opsets = ", ".join(f"{d or 'ai.onnx'} {v}" for d, v in sorted(m.opset_imports.items()))
     print(f"model {args.model}: IR version {m.ir_version}, opsets {opsets}"
@@ -317,6 +317,9 @@ def cmd_info(args: argparse.Namespace) -> int:
     program, source = resume(c, until="emit").program, c.source
     print(f"C source: {len(source.encode())} bytes, {source.count(chr(10))} lines, {len(program.steps)} kernels")
     print(f"weights: {len(program.weights)} bytes")
+    bf16_kernels = source.count("onnxc_bgemm_ex(") + source.count("onnxc_bg_conv_rows(")  # one call per kernel
+    print(f"precision: {args.precision}" + (f" ({bf16_kernels} distinct kernels on bfloat16 weights, the rest "
+                                            "float32)" if args.precision == "bf16" else ""))
     print(f"dimension variables: {', '.join(program.dimvars) if program.dimvars else '(none)'}")
     if m.graph.contracts:
         print(f"checked at run time ({len(m.graph.contracts)}):")
@@ -436,7 +439,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     out = args.output or args.emit_c
     d = onnxc.build(args.model, out, name=args.name, embed_weights=args.weights == "embed", target=args.target,
                     threads=args.threads, emit_only=args.emit_c is not None, constants=_consts(args),
-                    quiet=getattr(args, "quiet", False))
+                    quiet=getattr(args, "quiet", False), precision=args.precision)
     what = "sources (run make there)" if args.emit_c else "library"
     print(f"onnxc: wrote the {what} to {d}")
     return 0
@@ -466,6 +469,8 @@ INTERNAL_DOMAIN = "onnxc"  # the ops onnxc's passes write (fused forms), hidden 
 
 CONST_HELP = ("bind input NAME to a fixed VALUE (a number, or comma-separated numbers), folded into the "
               "compiled model, which no longer takes it; repeatable")
+PRECISION_ARG = dict(choices=("fp32", "bf16"), default="fp32",
+                     help="bf16: Conv/MatMul/Gemm weights in bfloat16, float32 accumulation (default fp32)")
 
 
 # -------------------------------------------------------------------------------------------- main
@@ -494,6 +499,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--threads", type=int, default=None, help="threads of the compiled model")
     r.add_argument("--output-dir", "-o", metavar="DIR", help="save each output as DIR/<name>.npy")
     r.add_argument("--const", "-c", action="append", metavar="NAME=VALUE", help=CONST_HELP)
+    r.add_argument("--precision", **PRECISION_ARG)
     r.set_defaults(func=cmd_run)
 
     i = sub.add_parser("info", parents=[common], help="inputs, outputs, the IR after passes, C and memory plan",
@@ -506,6 +512,7 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--emit-c", metavar="FILE", help="write the generated C source to FILE")
     i.add_argument("--threads", type=int, default=None, help="thread count the code is generated for")
     i.add_argument("--const", "-c", action="append", metavar="NAME=VALUE", help=CONST_HELP)
+    i.add_argument("--precision", **PRECISION_ARG)
     i.add_argument("--html", metavar="FILE", help="also write a self-contained HTML page of the optimized graph: "
                    "steps with fused groups, shapes, the arena and (with --profile) the time per step")
     i.add_argument("--profile", action="store_true", help="compile a profiling build, run it on seeded random "
@@ -530,6 +537,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="ISA: native (default), portable, x86-64-v2, x86-64-v3, x86-64-v4, aarch64")
     b.add_argument("--threads", type=int, default=None, help="default thread count of the library")
     b.add_argument("--const", "-c", action="append", metavar="NAME=VALUE", help=CONST_HELP)
+    b.add_argument("--precision", **PRECISION_ARG)
     b.set_defaults(func=cmd_build)
 
     o = sub.add_parser("ops", parents=[common], help="operators onnxc supports, from its registries",

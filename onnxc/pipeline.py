@@ -58,6 +58,7 @@ class Options:
     units: int = 1  # translation units of the emitted C
     emit: Callable[[Compilation], None] | None = None  # None: emit_c into Compilation.source
     build: Callable[[Compilation], None] | None = None
+    precision: str = "fp32"  # "bf16": float GEMM/Conv weights in bfloat16 (codegen/kernels/bf16.py)
 
 
 @dataclass
@@ -104,7 +105,7 @@ def optimize_step(c: Compilation) -> None:
 
 
 def lower_step(c: Compilation) -> None:
-    c.program = lower(c.model, c.threads)
+    c.program = lower(c.model, c.threads, c.options.precision)
 
 
 def emit(c: Compilation) -> None:

@@ -111,6 +111,7 @@ class KernelCtx:
     # ids of the nodes whose kernels may grow their weights (codegen/weight_budget.py); None: all may
     grow_weights: set[int] | None = None
     blobs: list[tuple[str, np.ndarray]] = field(default_factory=list)  # (parameter, data): blob_table
+    precision: str = "fp32"  # "bf16": float GEMM/Conv weights in bfloat16 (codegen/kernels/bf16.py)
 
     def may_grow_weights(self) -> bool:
         """Whether this node's kernel may take a path that stores its constants transformed and larger."""

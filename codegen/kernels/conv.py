@@ -42,7 +42,7 @@ from onnxc.passes.shapes.spatial import Window
 
 from ..cexpr import c_literal
 from ..templating import render
-from . import conv_winograd, half
+from . import bf16, conv_winograd, half
 from .base import KernelCtx, kernel
 from .conv_depthwise import depthwise
 from .epilogue import epilogue, rows_epilogue, sg_epi, use_act
@@ -113,6 +113,8 @@ def conv(ctx: KernelCtx) -> str:
                   bias=bias, unit_sw=win.strides[-1] == 1)
     if cg == 1 and g > 1:
         return depthwise(ctx, common, win, ep, res)
+    if bf16.conv_applies(ctx, cg, g):  # precision="bf16": codegen/kernels/bf16.py
+        return bf16.conv_bf16(ctx, common, win, ep, res, m // g, g)
     how = conv_winograd.applies(ctx, win, m, cg, g)  # 3x3 stride 1: codegen/kernels/conv_winograd.py
     if how:
         return conv_winograd.conv_winograd(ctx, geo, ep, bias, how)

@@ -9,6 +9,7 @@ import numpy as np
 
 from onnxc.ir import DType
 
+from . import bf16
 from .base import KernelCtx
 from .epilogue import Epilogue, sg_epi, use_act
 from .gemm_layout import pack_b
@@ -30,6 +31,9 @@ def sgemm_stmt(ctx: KernelCtx, m: str, n: str, k: str, alpha: str, a: str, lda: 
     (``bias_cols``) or per row; returns from the kernel on allocation failure."""
     use_gemm(ctx)
     b = ctx.ins[b_index]
+    if bf16.enabled(ctx) and packable_b(ctx, b_index):  # precision="bf16": codegen/kernels/bf16.py
+        return bf16.bgemm_stmt(ctx, m, n, k, alpha, a, lda, ta, b_index, tb, beta, c, ldc, ep or Epilogue(), bias,
+                               bias_cols)
     if packable_b(ctx, b_index):
         w = np.asarray(b.const, dtype=np.float32)
         ctx.repack_const(b_index, pack_b(w.T if tb else w))
