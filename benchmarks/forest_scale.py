@@ -11,7 +11,8 @@ level with numpy over all trees at once. ``large`` has about 10,000 trees of abo
 Per model it reports: the ONNX file size, a cold ``onnxc.compile`` (in a new process with a fresh cache
 folder that shares only the prebuilt runtime library; wall and CPU seconds) split as
 ``CompiledModel.timings`` gives it (load, passes, codegen = lowering + C rendering, build = C compiler), the size of the generated C, the time
-onnxruntime takes to open the model, and the run time of both at batch 1 and 256 (same thread count,
+onnxruntime takes to create its session (also in a new process, alternating with the compiles), the peak
+memory of both (peak RSS, raw and net of the process's peak after its import) and their ratios, and the run time of both at batch 1 and 256 (same thread count,
 interleaved, median), after checking that labels and probabilities match onnxruntime's.
 """
 
@@ -37,17 +38,40 @@ SIZES = {  # trees, leaves per tree (about), features, classes
     "small": (300, 100, 30, 11),
     "large": (10_000, 250, 30, 11),
 }
+_PEAK = """
+def peak_mb():  # this process's peak RSS: VmHWM (ru_maxrss would carry the parent's peak across fork + exec)
+    try:
+        with open("/proc/self/status") as f:
+            return next(int(l.split()[1]) for l in f if l.startswith("VmHWM:")) / 1024
+    except (OSError, StopIteration):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+"""
 _CHILD = """
 import json, resource, sys, time
 import onnxc
+""" + _PEAK + """
 def cpu():
     r = resource.getrusage(resource.RUSAGE_CHILDREN)
     return time.process_time() + r.ru_utime + r.ru_stime
+base = peak_mb()
 t, c = time.perf_counter(), cpu()
 m = onnxc.compile(sys.argv[1], threads=int(sys.argv[3]), cache_dir=sys.argv[2])
 wall, c = time.perf_counter() - t, cpu() - c
 print(json.dumps({"seconds": wall, "cpu_s": c, "c_bytes": len(m.c_source.encode()),
+                  "peak_mb": peak_mb(), "base_mb": base,
                   **{k: float(v) for k, v in m.timings.items()}}))
+"""
+_ORT_CHILD = """
+import json, resource, sys, time
+import onnxruntime as ort
+""" + _PEAK + """
+base = peak_mb()
+so = ort.SessionOptions()
+so.intra_op_num_threads, so.inter_op_num_threads = int(sys.argv[2]), 1
+t, c = time.perf_counter(), time.process_time()
+sess = ort.InferenceSession(sys.argv[1], so, providers=["CPUExecutionProvider"])
+wall, c = time.perf_counter() - t, time.process_time() - c
+print(json.dumps({"seconds": wall, "cpu_s": c, "peak_mb": peak_mb(), "base_mb": base}))
 """
 _RUNTIME = """
 import sys
@@ -141,6 +165,11 @@ def cold_compile(path: Path, cache: Path, shared: Path, threads: int) -> dict:
     return json.loads(_run(_CHILD, str(path), str(cache), str(threads)).strip().splitlines()[-1])
 
 
+def ort_open(path: Path, threads: int) -> dict:
+    """onnxruntime creating its session in a new process: wall seconds and peak RSS (MB, raw and after import)."""
+    return json.loads(_run(_ORT_CHILD, str(path), str(threads)).strip().splitlines()[-1])
+
+
 def _median_s(fn, repeat: int) -> float:
     ts = []
     for _ in range(repeat):
@@ -190,17 +219,20 @@ def measure(name: str, folder: Path, shared: Path, threads: int, repeat: int) ->
     row = {"model": name, "trees": trees, "nodes": nodes, "file_mb": path.stat().st_size / 1e6,
            "build_model_s": time.perf_counter() - t}
     cache = folder / f"cache_{name}"
-    runs = []
-    for k in range(repeat):
+    runs, opens = [], []
+    for k in range(repeat):  # interleaved, so both see the same load on a shared machine
         runs.append(cold_compile(path, folder / f"cache_{name}_{k}", shared, threads))
+        opens.append(ort_open(path, threads))
     row["compile"] = {key: statistics.median(r[key] for r in runs) for key in runs[0]}
+    row["ort"] = {key: statistics.median(r[key] for r in opens) for key in opens[0]}
+    c, o = row["compile"], row["ort"]
+    row["time_ratio"] = c["seconds"] / o["seconds"]
+    row["mem_ratio"] = (c["peak_mb"] - c["base_mb"]) / max(o["peak_mb"] - o["base_mb"], 1e-9)
     cache = folder / f"cache_{name}_0"  # the model cache holds it now: this compile is a hit
     cm = onnxc.compile(str(path), threads=threads, cache_dir=cache)
     so = ort.SessionOptions()
     so.intra_op_num_threads, so.inter_op_num_threads = threads, 1
-    t = time.perf_counter()
     sess = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
-    row["ort_open_s"] = time.perf_counter() - t
     rng = np.random.default_rng(1)
     x = rng.standard_normal((256, n_features)).astype(np.float32)
     x[rng.random(x.shape) < 0.05] = np.nan
@@ -211,17 +243,22 @@ def measure(name: str, folder: Path, shared: Path, threads: int, repeat: int) ->
 
 def report(rows: list[dict], threads: int) -> str:
     lines = ["| model | trees | nodes | file MB | compile s | CPU s | load | passes | codegen | cc | C KB | ORT open s "
-             "| b1 onnxc/ORT ms | b256 onnxc/ORT ms | match |", "|" + "---|" * 15]
+             "| compile/ORT | peak MB (net) | ORT peak MB (net) | mem ratio | b1 onnxc/ORT ms | b256 onnxc/ORT ms "
+             "| match |", "|" + "---|" * 19]
     for r in rows:
-        c, run = r["compile"], r["run"]
+        c, o, run = r["compile"], r["ort"], r["run"]
         ok = "ok" if r["match"]["label_mismatches"] == 0 and r["match"]["max_abs_prob_diff"] < 1e-4 else str(r["match"])
         lines.append(f"| {r['model']} | {r['trees']} | {r['nodes']} | {r['file_mb']:.1f} | {c['seconds']:.2f} | {c['cpu_s']:.2f} "
                      f"| {c['load']:.2f} | {c['passes']:.2f} | {c['codegen']:.2f} | {c['build']:.2f} "
-                     f"| {c['c_bytes'] / 1e3:.0f} | {r['ort_open_s']:.2f} | "
+                     f"| {c['c_bytes'] / 1e3:.0f} | {o['seconds']:.2f} | {r['time_ratio']:.2f} "
+                     f"| {c['peak_mb']:.0f} ({c['peak_mb'] - c['base_mb']:.0f}) "
+                     f"| {o['peak_mb']:.0f} ({o['peak_mb'] - o['base_mb']:.0f}) | {r['mem_ratio']:.2f} | "
                      + " | ".join(f"{run[b]['onnxc_ms']:.3f} / {run[b]['ort_ms']:.3f}" for b in (1, 256))
                      + f" | {ok} |")
     lines.append(f"\n(threads={threads}; compile: cold, in a new process with a fresh cache folder sharing the "
                  "runtime library, wall and CPU seconds (the C compiler's included: robust to a busy machine); "
+                 "ORT open: its session created in a new process, interleaved with the compiles; peak MB: the "
+                 "process's peak RSS (VmHWM), net of the peak after importing onnxc / onnxruntime; mem ratio: net / net; "
                  "run: median of interleaved rounds)")
     return "\n".join(lines)
 

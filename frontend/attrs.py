@@ -2,7 +2,9 @@
 
 ``Attr.kind`` is the ONNX AttributeType name; the value is Python/numpy data: float, int, str (bytes
 when not UTF-8), numpy arrays for tensors (sparse ones densified), IR types for TYPE_PROTO, lists for
-the plural kinds (INTS/FLOATS of repeated.LARGE entries or more: int64/float32 arrays, falsy when empty), and nested ir.Graphs for GRAPH/GRAPHS, which the caller builds (it owns scoping).
+the plural kinds (INTS/FLOATS of repeated.LARGE entries or more, or cut out before parsing by large_attrs.py:
+int64/float32 arrays, falsy when empty; such STRINGS: repeated.AttrStrings lists, with their distinct values
+and codes), and nested ir.Graphs for GRAPH/GRAPHS, which the caller builds (it owns scoping).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from typing import Any
 
 from onnxc.ir import Attr, Graph, ModelError
 
-from . import repeated
+from . import large_attrs, repeated
 from .external import DataDir
 from .tensors import decode_str, sparse_to_array, tensor_to_array
 from .types import convert_type
@@ -71,6 +73,10 @@ def _value(a: Any, kind: str, label: str, base_dir: DataDir | str | None, build_
         return build_graph(a.g, label)
     if kind == "TYPE_PROTO":
         return convert_type(a.tp, a.name)
+    if kind in ("FLOATS", "INTS", "STRINGS") and not len(getattr(a, _FIELDS[kind])):
+        cut = large_attrs.take(a, decode_str)  # decoded before parsing (large_attrs.py)
+        if cut is not None:
+            return cut
     if kind in ("FLOATS", "INTS"):  # tree ensembles hold millions of entries: arrays from the bytes (repeated.py)
         field = a.floats if kind == "FLOATS" else a.ints
         if len(field) >= repeated.LARGE:
@@ -79,6 +85,10 @@ def _value(a: Any, kind: str, label: str, base_dir: DataDir | str | None, build_
                 return arr
         return list(field)  # Python numbers already: list() is twice as fast as a comprehension
     if kind == "STRINGS":
+        if len(a.strings) >= repeated.LARGE:  # a tree ensemble's nodes_modes: a few values, millions of times
+            got = repeated.repeated_strings(a, decode_str)
+            if got is not None:
+                return got
         return _strings(a.strings)
     if kind == "TENSORS":
         return [tensor_to_array(t, base_dir, f"{label} tensor #{i}") for i, t in enumerate(a.tensors)]

@@ -8,13 +8,14 @@ Every failure is a ModelError naming what was wrong; protobuf and OS exceptions 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 from google.protobuf.message import Message
 
 from onnxc.ir import Model, ModelError
 
-from . import schema
+from . import large_attrs, schema
 from .external import DataDir, check_unread
 from .functions import convert_function, opset_dict
 from .graphs import BuildContext, all_names, build_graph, normalize_domain
@@ -23,10 +24,12 @@ from .validate import check_text
 Source = str | os.PathLike | bytes | bytearray | memoryview | Message
 
 
-def read_source(source: Any, message: type[Message], kind: str) -> tuple[Message, str | None, str]:
+def read_source(source: Any, message: type[Message], kind: str,
+                prepare: Callable[[bytes], bytes] | None = None) -> tuple[Message, str | None, str]:
     """Parse ``source`` (path, bytes or protobuf message) as ``message``.
 
     Returns the message, the file path (None unless read from a file) and a description for errors.
+    ``prepare`` rewrites the bytes before they are parsed (not a message of the schema's own type).
     """
     path = None
     if isinstance(source, (str, os.PathLike)):
@@ -50,6 +53,8 @@ def read_source(source: Any, message: type[Message], kind: str) -> tuple[Message
     else:
         raise TypeError(f"cannot load an ONNX {kind} from {type(source).__name__}; "
                         "pass a path, bytes or a protobuf message")
+    if prepare is not None:
+        data = prepare(data)
     msg = message()
     try:
         msg.ParseFromString(data)
@@ -68,7 +73,19 @@ def load_model(source: Source, *, base_dir: str | os.PathLike[str] | None = None
     Every external reference is confined to that folder (frontend/external.py); ``Model.data_files``
     lists the files read.
     """
-    mp, path, what = read_source(source, schema.ModelProto, "ModelProto")
+    cut = large_attrs.Cut()
+
+    def prepare(data: bytes) -> bytes:
+        nonlocal cut
+        data, cut = large_attrs.cut(data)
+        return data
+
+    mp, path, what = read_source(source, schema.ModelProto, "ModelProto", prepare)
+    with large_attrs.active(cut):
+        return _model(mp, path, what, base_dir)
+
+
+def _model(mp: Any, path: str | None, what: str, base_dir: str | os.PathLike[str] | None) -> Model:
     if not mp.HasField("graph"):
         raise ModelError(f"could not parse {what} as an ONNX ModelProto: it has no graph")
     if base_dir is None and path is not None:

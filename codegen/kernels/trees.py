@@ -53,6 +53,7 @@ class Forest:
     set_len: np.ndarray | None = None
     members: np.ndarray | None = None     # the sorted sets of BRANCH_MEMBER nodes, one after the other
     depths: np.ndarray | None = None      # per tree: branch nodes on its longest path (tree_depths)
+    levels: list | None = None            # per depth the branch nodes there, when no node has two parents
 
     @property
     def n_leaves(self) -> int:

@@ -115,7 +115,10 @@ def _modes(node: Node) -> np.ndarray:
     strs = node.attr("nodes_modes")
     if strs is None:
         raise _bad(node, "attribute 'nodes_modes' is required")
-    codes = np.array(list(map(_MODES.get, strs, repeat(-2))), dtype=np.int64)
+    if hasattr(strs, "codes"):  # decoded as distinct values and codes (frontend/repeated.py)
+        codes = np.array([_MODES.get(s, -2) for s in strs.vocab], np.int64)[strs.codes]
+    else:
+        codes = np.array(list(map(_MODES.get, strs, repeat(-2))), dtype=np.int64)
     if (codes == -2).any():
         wrong = sorted({str(strs[int(i)]) for i in np.flatnonzero(codes == -2)})
         raise _bad(node, f"nodes_modes holds {wrong[0]!r}, not one of {', '.join(_MODES)}")
@@ -124,18 +127,39 @@ def _modes(node: Node) -> np.ndarray:
 
 class _Index:
     """The node named (treeid, nodeid), found by binary search in the sorted keys of all nodes (ids packed
-    into one int64 when they fit in 32 bits, else ranked among the ids used)."""
+    into one int64 when they fit in 32 bits, else ranked among the ids used; nodes already in key order
+    need no sort). When the ids are dense (trees 0, 1, 2... one after the other, each tree's nodes 0, 1,
+    2..., as converters write them), a node is found by arithmetic: its tree's first position plus its id."""
 
     def __init__(self, node: Node, tids: np.ndarray, nids: np.ndarray):
+        self.first = self.order = None
+        if self._dense(tids, nids):  # ids in order, no duplicate: no keys needed
+            return
         small = all(len(a) == 0 or (a.min() >= 0 and a.max() < 1 << 31) for a in (tids, nids))
         self.ranks = None if small else (np.unique(tids), np.unique(nids))
         key = self._key(tids, nids)
+        if len(key) and (key[1:] > key[:-1]).all():  # in order already: no sort, no duplicate
+            self.keys = key
+            return
         self.order = np.argsort(key, kind="stable")
         self.keys = key[self.order]
         twice = np.flatnonzero(self.keys[1:] == self.keys[:-1])
         if len(twice):
             i = int(self.order[twice[0] + 1])
             raise _bad(node, f"node {int(nids[i])} of tree {int(tids[i])} is defined twice")
+
+    def _dense(self, tids: np.ndarray, nids: np.ndarray) -> bool:
+        """Whether ids are dense (trees 0, 1, 2... one after the other, each tree's nodes 0, 1, 2...); if so
+        set ``first`` and ``count``: per tree its first position and its node count."""
+        if not len(tids):
+            return False
+        new = tids[1:] != tids[:-1]
+        first = np.flatnonzero(np.concatenate(([True], new)))
+        if not ((tids[first] == np.arange(len(first))).all() and (nids[first] == 0).all()
+                and ((nids[1:] - nids[:-1] == 1) | new).all()):
+            return False
+        self.first, self.count = first, np.diff(np.append(first, len(nids))).astype(np.uint64)
+        return True
 
     def _key(self, tids: np.ndarray, nids: np.ndarray) -> np.ndarray:
         """One int64 per (tid, nid); -1 for pairs that cannot be a node's."""
@@ -147,8 +171,13 @@ class _Index:
 
     def find(self, tids: np.ndarray, nids: np.ndarray) -> np.ndarray:
         """Per (tid, nid) the node's position, -1 where no such node exists."""
+        if self.first is not None:  # negative ids compare as huge unsigned ones
+            ok = tids.view(np.uint64) < len(self.first)
+            t = np.where(ok, tids, 0)
+            ok &= nids.view(np.uint64) < self.count[t]
+            return np.where(ok, self.first[t] + nids, -1)
         p = _rank(self.keys, self._key(tids, nids))
-        return np.where(p >= 0, self.order[p], -1)
+        return p if self.order is None else np.where(p >= 0, self.order[p], -1)
 
 
 def _trees(tids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -192,8 +221,9 @@ def classic(node: Node, prefix: str, n_out: int) -> Classic:
     neg = np.flatnonzero(branch & (feats < 0))
     if len(neg):
         raise _bad(node, f"nodes_featureids of {where(neg[0])} is negative")
-    ref = np.where(branch, np.cumsum(branch) - 1, -np.cumsum(~branch))  # branch index, or -leaf - 1
-    b = np.flatnonzero(branch)
+    b, lv = np.flatnonzero(branch), np.flatnonzero(~branch)
+    ref = np.empty(n, np.int64)  # branch index, or -leaf - 1
+    ref[b], ref[lv] = np.arange(len(b)), -1 - np.arange(len(lv))
     kids = []
     for child, which in ((tnode, "truenodeids"), (fnode, "falsenodeids")):
         c = index.find(tids[b], child[b])
@@ -202,23 +232,24 @@ def classic(node: Node, prefix: str, n_out: int) -> Classic:
             raise _bad(node, f"nodes_{which} of {where(b[i])} names node {int(child[b[i]])}, which does not "
                        "exist in that tree")
         kids.append(ref[c])
-    leaf_start, targets, weights, wi, ww = _leaf_weights(node, prefix, n_out, index, branch, (tids, nids))
+    leaf_start, targets, weights, wi, ww = _leaf_weights(node, prefix, n_out, index, ref, (tids, nids))
     first, tree = _trees(tids)
     roots = ref[first]
     f = Forest(roots, feats[b], modes[b], values[b], kids[0], kids[1], missing[b] != 0, targets, weights,
                leaf_start=leaf_start)
     f.depths = tree_depths(f, lambda k, t: _bad(node, f"tree {int(tids[b[k]])} has a cycle through node "
                                                       f"{int(nids[b[k]])}"))
-    always = _always(tree[~branch], leaf_start, targets, n_out)
+    always = _always(tree[lv], leaf_start, targets, n_out)
     base = _reals(node, "base_values")
     return Classic(f, wi, bool((ww >= 0).all()), [] if base is None else base.tolist(),
                    _string(node, "post_transform", "NONE", _POSTS), _string(node, "aggregate_function", "SUM", _AGGS),
                    always)
 
 
-def _leaf_weights(node: Node, prefix: str, n_out: int, index: _Index, branch: np.ndarray, ids: tuple) -> tuple:
-    """(leaf_start, targets, weights) in CSR over the leaves (node order), and every listed id and weight.
-    Weights of branch nodes are ignored, as in onnxruntime."""
+def _leaf_weights(node: Node, prefix: str, n_out: int, index: _Index, ref: np.ndarray, ids: tuple) -> tuple:
+    """(leaf_start, targets, weights) in CSR over the leaves (node order), and every listed id and weight
+    (``ref``: per node its branch index, or -1 - its leaf index). Weights of branch nodes are ignored, as
+    in onnxruntime."""
     wt, wn, wi = (ints(node, f"{prefix}_{s}", np.zeros(0, np.int64)) for s in ("treeids", "nodeids", "ids"))
     ww = _reals(node, f"{prefix}_weights")
     ww = np.zeros(0) if ww is None else ww
@@ -231,29 +262,32 @@ def _leaf_weights(node: Node, prefix: str, n_out: int, index: _Index, branch: np
     if (at < 0).any():
         q = int(np.flatnonzero(at < 0)[0])
         raise _bad(node, f"{prefix}_* entry {q} names node {int(wn[q])} of tree {int(wt[q])}, which does not exist")
-    leaf_of = np.cumsum(~branch) - 1  # per node: its leaf index (for leaves)
-    on_leaf = ~branch[at]
-    leaf = leaf_of[at[on_leaf]]
-    counts = np.bincount(leaf, minlength=int((~branch).sum()))
+    ref_at = ref[at]
+    on_leaf = ref_at < 0
+    leaf = -1 - ref_at[on_leaf]
+    counts = np.bincount(leaf, minlength=int((ref < 0).sum()))
     if (counts == 0).any():
-        i = int(np.flatnonzero(~branch)[np.flatnonzero(counts == 0)[0]])
+        i = int(np.flatnonzero(ref < 0)[np.flatnonzero(counts == 0)[0]])
         raise _bad(node, f"leaf {int(ids[1][i])} of tree {int(ids[0][i])} has no {prefix}_* weight")
-    order = np.argsort(leaf, kind="stable")
     start = np.concatenate(([0], np.cumsum(counts)))
+    if len(leaf) < 2 or (leaf[1:] >= leaf[:-1]).all():  # listed in leaf order already (as converters write)
+        return start, wi[on_leaf], ww[on_leaf], wi, ww
+    order = np.argsort(leaf, kind="stable")
     return start, wi[on_leaf][order], ww[on_leaf][order], wi, ww
 
 
 def _always(leaf_tree: np.ndarray, start: np.ndarray, targets: np.ndarray, n_out: int) -> set[int]:
     """Targets some tree gives a weight on every one of its leaves (``leaf_tree``: per leaf its tree)."""
     counts = np.diff(start)
-    leaf = np.repeat(np.arange(len(counts)), counts)
-    pairs = leaf * n_out + targets
-    if (counts > 1).any():
-        pairs = np.unique(pairs)  # (leaf, target) once
-    tree_target = leaf_tree[pairs // n_out] * n_out + pairs % n_out
+    if (counts == 1).all():  # one weight a leaf: the (leaf, target) pairs are the leaves
+        leaf, target = np.arange(len(counts)), targets
+    else:
+        pairs = np.unique(np.repeat(np.arange(len(counts)), counts) * n_out + targets)  # (leaf, target) once
+        leaf, target = pairs // n_out, pairs % n_out
+    tree_target = leaf_tree[leaf] * n_out + target
     n_trees = int(leaf_tree.max()) + 1 if len(leaf_tree) else 0
     per_tree = np.bincount(leaf_tree, minlength=n_trees)
-    if n_trees * n_out <= 4 * len(pairs) + (1 << 20):
+    if n_trees * n_out <= 4 * len(leaf) + (1 << 20):
         hits = np.bincount(tree_target, minlength=n_trees * n_out).reshape(n_trees, n_out)
         return {int(t) for t in np.flatnonzero((hits == per_tree[:, None]).any(axis=0))}
     tt, hits = np.unique(tree_target, return_counts=True)

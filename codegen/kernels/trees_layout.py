@@ -98,13 +98,19 @@ def tree_depths(f, cycle: Callable[[int, int], Exception]) -> np.ndarray:
 
 
 def _tree_heights(f, n: int) -> np.ndarray:
-    """tree_depths when no node has two parents: the levels below the roots are the layers."""
+    """tree_depths when no node has two parents: the levels below the roots are the layers, and a tree is as
+    deep as the deepest level its root reaches (each level carries, per node, the root above it). The levels
+    are kept in ``f.levels`` for the preorder layout."""
     layers, front = [], np.unique(f.roots[f.roots >= 0])
+    top, depth = front, np.zeros(n, np.int64)
     while len(front):
         layers.append(front)
+        depth[top] = len(layers)  # levels only deepen: the last write is the deepest
         kids = np.concatenate((f.true_ref[front], f.false_ref[front]))
-        front = kids[kids >= 0]
-    return _heights(f, layers, n)
+        keep = kids >= 0
+        front, top = kids[keep], np.concatenate((top, top))[keep]
+    f.levels = layers
+    return np.where(f.roots >= 0, depth[np.maximum(f.roots, 0)], 0)
 
 
 def _heights(f, layers: list[np.ndarray], n: int) -> np.ndarray:
@@ -151,20 +157,23 @@ def _preorder(f, nb: int, nl: int) -> np.ndarray | None:
     indeg = np.bincount(np.concatenate((tc, fc)), minlength=nb + nl)
     if (indeg > 1).any() or indeg[roots].any() or len(np.unique(roots)) < len(roots):
         return None
-    levels, front = [], roots[roots < nb]
-    while len(front):
-        levels.append(front)
-        kids = np.concatenate((tc[front], fc[front]))
-        front = kids[kids < nb]
-    size = np.ones(nb + nl, np.int64)
+    levels = f.levels  # the same sets of branch nodes, when tree_depths found them
+    if levels is None:
+        levels, front = [], roots[roots < nb]
+        while len(front):
+            levels.append(front)
+            kids = np.concatenate((tc[front], fc[front]))
+            front = kids[kids < nb]
+    size = np.ones(nb + nl, np.int32)  # nodes in the subtree (forest_tables keeps counts below 2**31)
     for level in reversed(levels):
         size[level] = 1 + size[tc[level]] + size[fc[level]]
-    pos = np.full(nb + nl, -1, np.int64)
+    pos = np.full(nb + nl, -1, np.int32)
     pos[roots] = np.concatenate(([0], np.cumsum(size[roots])[:-1]))
     for level in levels:
-        pos[tc[level]] = pos[level] + 1
-        pos[fc[level]] = pos[level] + 1 + size[tc[level]]
-    placed = np.flatnonzero(pos >= 0)
+        at = pos[level] + 1
+        pos[tc[level]] = at
+        pos[fc[level]] = at + size[tc[level]]
+    placed = np.flatnonzero(pos >= 0) if (pos < 0).any() else np.arange(nb + nl)
     perm = np.empty(len(placed), np.int64)
     perm[pos[placed]] = placed
     return perm
