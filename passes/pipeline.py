@@ -25,6 +25,7 @@ from .fuse_attention import fuse_attention
 from .fuse_depthwise_pointwise import fuse_depthwise_pointwise
 from .fuse_elementwise import fuse_elementwise
 from .fuse_epilogues import fuse_epilogues
+from .fuse_integer_dequant import fuse_integer_dequant
 from .infer_shapes import infer_shapes
 from .inline_functions import inline_functions
 from .lift_captures import lift_captures
@@ -50,6 +51,7 @@ def steps() -> list[Step]:
         Step("remove_identities", remove_identities),
         Step("fuse_attention", fuse_attention),
         Step("name_activations", name_activations),
+        Step("fuse_integer_dequant", fuse_integer_dequant),
         Step("fuse_epilogues", fuse_epilogues),
         Step("fuse_depthwise_pointwise", fuse_depthwise_pointwise),
         Step("spell_out_batchnorm", spell_out_batchnorm),

@@ -414,6 +414,21 @@ static void onnxc_ig_out_row(const onnxc_ig_epi *e, const int32_t *restrict acc,
 
 /* Compensation and epilogue of the mr x nr tile t (raw sums, rows 32 apart) at (i0, j0) of C. */
 static void onnxc_ig_epilogue(const onnxc_ig_job *J, int32_t *t, int64_t i0, int64_t j0, int mr, int nr) {
+    const onnxc_ig_epi *e = J->e;
+    const int tile = e->mode == ONNXC_IG_QLINEAR && !e->per_n;
+    if (tile && !J->zae && !J->zbe) { /* a convolution's: the row offsets join the biases, no pass over t */
+        int32_t b[ONNXC_IG_MR];
+        /* raw sums (padding bytes 0) are below K * 255 * 255 in magnitude: with the biases, narrow when that
+         * bound stays below 2^24 (then the float path needs no test for wide accumulators) */
+        double most = (double)J->K * 65025.0;
+        for (int i = 0; i < mr; i++) {
+            b[i] = (int32_t)((uint32_t)(e->ibias ? e->ibias[i0 + i] : 0) - (uint32_t)(J->off ? J->off[i0 + i] : 0));
+            most = fmax(most, (double)J->K * 65025.0 + fabs((double)b[i]));
+        }
+        onnxc_requant_tile(t, ONNXC_IG_NR, mr, nr, b, e->mult + i0, e->zy, e->out_type == ONNXC_IG_OUT_S8,
+                           (uint8_t *)e->out + i0 * e->ldc + j0, e->ldc, most < 16777216.0);
+        return;
+    }
     for (int i = 0; i < mr; i++) {
         const int64_t m = i0 + i;
         uint32_t *restrict v = (uint32_t *)t + i * ONNXC_IG_NR;
@@ -434,8 +449,11 @@ static void onnxc_ig_epilogue(const onnxc_ig_job *J, int32_t *t, int64_t i0, int
 #pragma omp simd
             for (int j = 0; j < ONNXC_IG_NR; j++) v[j] -= zb[j] * r1;
         }
-        onnxc_ig_out_row(J->e, (const int32_t *)v, m, j0, nr);
+        if (!tile) onnxc_ig_out_row(J->e, (const int32_t *)v, m, j0, nr);
     }
+    if (tile) /* per-row parameters (a convolution's channels): the whole tile in one requantizing call */
+        onnxc_requant_tile(t, ONNXC_IG_NR, mr, nr, e->ibias ? e->ibias + i0 : NULL, e->mult + i0, e->zy,
+                           e->out_type == ONNXC_IG_OUT_S8, (uint8_t *)e->out + i0 * e->ldc + j0, e->ldc, 0);
 }
 
 /* Rows [m0, m1) x columns [n0, n1) of C (m0 a multiple of 8, n0 of 32); bb: the block buffer of a plain B.

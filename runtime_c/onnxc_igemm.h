@@ -61,7 +61,9 @@
  * indexed by n (per_n != 0) or m:
  *   ONNXC_IG_I32      int32 out = acc
  *   ONNXC_IG_QLINEAR  uint8 / int8 out = saturate(rint((double)(acc + ibias[c]) * (double)mult[c] + zy)), the
- *                     QLinearConv / QLinearMatMul reference rule, bit-exact (no fused multiply-add)
+ *                     QLinearConv / QLinearMatMul reference rule, bit-exact (no fused multiply-add); with
+ *                     per-row parameters (per_n == 0, convolutions) the whole tile is requantized in one call
+ *                     (onnxc_requant_tile), the zero-point offsets of the rows folded into their biases
  *   ONNXC_IG_DEQUANT  v = act((float)acc * scale[c] + (bias ? bias[c] : 0)) (activations of onnxc_act.h),
  *                     then float32 out = v, or uint8 / int8 out = saturate(rintf(v / y_scale) + y_zp)
  *                     (QuantizeLinear's rule, round half to even, as codegen/kernels/quant.py)

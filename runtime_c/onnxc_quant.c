@@ -20,30 +20,70 @@ static void onnxc_requant_span(const int32_t *acc, int64_t j0, int64_t j1, int32
     }
 }
 
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+/* 16 lanes of onnxc_requant_row's float path: stores them and returns nonzero when a lane needs the double
+ * formula (a tie after rounding in float, or |v| >= 2^24). */
+static inline __attribute__((always_inline)) int onnxc_requant16(const int32_t *acc, __m512i vb, __m512 mu, __m512 vz,
+                                                                 __m512 lo, __m512 hi, void *y, int narrow) {
+    const __m512i big = _mm512_set1_epi32(1 << 24);
+    const __m512 half = _mm512_set1_ps(0.5f);
+    const __m512i v = _mm512_add_epi32(_mm512_loadu_si512((const void *)acc), vb);
+    const __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(v), mu, vz);
+    const __m512 r = _mm512_roundscale_ps(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __mmask16 tie = _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_sub_ps(f, r)), half, _CMP_EQ_OQ);
+    const __mmask16 wide = narrow ? 0 : _mm512_cmpge_epi32_mask(_mm512_abs_epi32(v), big);
+    const __m512i q = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(r, lo), hi));
+    /* the low byte of the clamped int32 is the int8 or uint8 value */
+    _mm_storeu_si128((__m128i *)y, _mm512_cvtepi32_epi8(q));
+    return (tie | wide) != 0;
+}
+#endif
+
 void onnxc_requant_row(const int32_t *acc, int64_t n, int32_t bias, const float *mult, int mult_per, int32_t zy,
                        int s8, void *y) {
     int64_t j = 0;
 #if defined(__AVX512F__) && defined(__AVX512BW__)
-    const __m512i vb = _mm512_set1_epi32(bias), big = _mm512_set1_epi32(1 << 24);
-    const __m512 vz = _mm512_set1_ps((float)zy), half = _mm512_set1_ps(0.5f);
+    const __m512i vb = _mm512_set1_epi32(bias);
+    const __m512 vz = _mm512_set1_ps((float)zy);
     const __m512 lo = _mm512_set1_ps(s8 ? -128.0f : 0.0f), hi = _mm512_set1_ps(s8 ? 127.0f : 255.0f);
     const __m512 m0 = _mm512_set1_ps(mult[0]);
     for (; j + 16 <= n; j += 16) {
-        const __m512i v = _mm512_add_epi32(_mm512_loadu_si512((const void *)(acc + j)), vb);
         const __m512 mu = mult_per ? _mm512_loadu_ps(mult + j) : m0;
-        const __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(v), mu, vz);
-        const __m512 r = _mm512_roundscale_ps(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-        const __mmask16 tie = _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_sub_ps(f, r)), half, _CMP_EQ_OQ);
-        const __mmask16 wide = _mm512_cmpge_epi32_mask(_mm512_abs_epi32(v), big);
-        const __m512i q = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(r, lo), hi));
-        if (s8)
-            _mm_storeu_si128((__m128i *)((int8_t *)y + j), _mm512_cvtepi32_epi8(q));
-        else
-            _mm_storeu_si128((__m128i *)((uint8_t *)y + j), _mm512_cvtepi32_epi8(q));
-        if (tie | wide) onnxc_requant_span(acc, j, j + 16, bias, mult, mult_per, zy, s8, y);
+        if (onnxc_requant16(acc + j, vb, mu, vz, lo, hi, (uint8_t *)y + j, 0))
+            onnxc_requant_span(acc, j, j + 16, bias, mult, mult_per, zy, s8, y);
     }
 #endif
     onnxc_requant_span(acc, j, n, bias, mult, mult_per, zy, s8, y);
+}
+
+void onnxc_requant_tile(const int32_t *acc, int64_t lda, int64_t rows, int64_t n, const int32_t *bias,
+                        const float *mult, int32_t zy, int s8, void *y, int64_t ldy, int narrow) {
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+    const __m512 vz = _mm512_set1_ps((float)zy);
+    const __m512 lo = _mm512_set1_ps(s8 ? -128.0f : 0.0f), hi = _mm512_set1_ps(s8 ? 127.0f : 255.0f);
+#endif
+    for (int64_t r = 0; r < rows; r++) {
+        const int32_t *a = acc + r * lda, b = bias ? bias[r] : 0;
+        uint8_t *yr = (uint8_t *)y + r * ldy;
+        int64_t j = 0;
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+        const __m512i vb = _mm512_set1_epi32(b);
+        const __m512 mu = _mm512_set1_ps(mult[r]);
+        if (narrow) {
+            for (; j + 16 <= n; j += 16)
+                if (onnxc_requant16(a + j, vb, mu, vz, lo, hi, yr + j, 1))
+                    onnxc_requant_span(a, j, j + 16, b, mult + r, 0, zy, s8, yr);
+        } else {
+            for (; j + 16 <= n; j += 16)
+                if (onnxc_requant16(a + j, vb, mu, vz, lo, hi, yr + j, 0))
+                    onnxc_requant_span(a, j, j + 16, b, mult + r, 0, zy, s8, yr);
+        }
+#endif
+        onnxc_requant_span(a, j, n, b, mult + r, 0, zy, s8, yr);
+    }
+#if !(defined(__AVX512F__) && defined(__AVX512BW__))
+    (void)narrow;
+#endif
 }
 
 /* The tiles: column chunks of NC (even) columns times blocks of 4 rows, numbered column chunk major. */

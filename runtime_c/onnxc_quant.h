@@ -41,6 +41,14 @@ static inline double onnxc_requant(int32_t acc, float mult, double zp, double lo
 ONNXC_RT_API void onnxc_requant_row(const int32_t *acc, int64_t n, int32_t bias, const float *mult, int mult_per,
                                     int32_t zy, int s8, void *y);
 
+/* onnxc_requant_row for each of `rows` rows (one multiplier and one bias per row): row r of the tile
+ * reads acc + r * lda, adds bias[r] (bias NULL: 0), uses mult[r] and writes n bytes at y + r * ldy.
+ * One call for a GEMM tile, so the rows' vector work overlaps instead of each row's dependency chain
+ * (load, convert, multiply-add, round, tie test) being waited for at a call's end. `narrow` (nonzero)
+ * promises |acc + bias| < 2^24 for every element: the test for wide accumulators is skipped. */
+ONNXC_RT_API void onnxc_requant_tile(const int32_t *acc, int64_t lda, int64_t rows, int64_t n, const int32_t *bias,
+                                     const float *mult, int32_t zy, int s8, void *y, int64_t ldy, int narrow);
+
 /* Exact integer GEMM on zero-point-shifted operands:
  *     C[m * ldc + n] = sum_k A[m * lda + k] * BT[n * ldb + k]
  * A is M x K, BT is B transposed (N x K), both int16 with |values| <= 255 so every product fits; sums

@@ -35,7 +35,8 @@ from .quant import load
 MIN_GROUP_ROWS = 4
 MAX_DW_TAPS = 256  # float sums of the depthwise kernel stay exact integers (256 * 255 * 255 < 2^24)
 COL_BUDGET = 1 << 18  # bytes of packed im2col columns per chunk (stay in L2)
-OUT_TYPE = {DType.UINT8: "ONNXC_IG_OUT_U8", DType.INT8: "ONNXC_IG_OUT_S8", DType.INT32: "ONNXC_IG_OUT_I32"}
+OUT_TYPE = {DType.UINT8: "ONNXC_IG_OUT_U8", DType.INT8: "ONNXC_IG_OUT_S8", DType.INT32: "ONNXC_IG_OUT_I32",
+            DType.FLOAT: "ONNXC_IG_OUT_F32"}
 
 
 def _op(ctx: KernelCtx, i: int) -> Operand | None:
@@ -158,7 +159,7 @@ def fast_qdwconv(ctx: KernelCtx, vals: dict, w: int, zx: int, zw: int, quantized
                DW=vals["Dl"][2], PH=vals["P"][1], PW=vals["P"][2], checks=vals["checks"], name=ctx.who,
                quantized=quantized, Tx=X.dtype.c, Ty=Y.dtype.c, w=W.ptr, zx=_indexed(_op(ctx, zx), "0"),
                zw=_indexed(_op(ctx, zw), "c"), par=vals["par"], slots=SLOTS, xs="0", ys="0", zy="0",
-               s8=int(Y.dtype == DType.INT8))
+               s8=int(Y.dtype == DType.INT8), dq=vals["dq"])
     if quantized:
         xs, ws, ys = ctx.ins[1], ctx.ins[4], ctx.ins[6]
         lo, hi = INT_RANGES[Y.dtype]

@@ -6,6 +6,8 @@ requantize each accumulator like the ONNX reference: ``multiplier = a_scale * b_
 the scales' type (float16/bfloat16 emulated, see runtime_c/onnxc_quant.h), then
 ``saturate(rint(acc * multiplier + y_zero_point))`` in double. The double product is exact while
 |acc| < 2^29, so a fused multiply-add the C compiler may form gives the same result.
+onnxc::ConvIntegerToFloat (passes/fuse_integer_dequant.py) is ConvInteger whose output loops write
+``act(float(acc) * scale + bias)`` instead of int32, on the integer GEMM or the depthwise kernel.
 
 Templates: templates/qmatmul.c.j2 (numpy-broadcast batches; per-row A and per-column B parameters)
 and templates/qconv.c.j2 (im2col over chunks of output rows, the Conv geometry of spatial.py).
@@ -17,11 +19,13 @@ import math
 
 from onnxc.codegen.templating import render
 from onnxc.ir import DType, Node, ShapeError
+from onnxc.passes.shapes.dynamic_quant import CONV_TO_FLOAT
 from onnxc.passes.shapes.quant import qconv_geometry
 from onnxc.passes.shapes.quant_layout import BYTE_TYPES, INT_RANGES, matmul_param
 
-from ..cexpr import c_product
+from ..cexpr import c_literal, c_product
 from .base import KernelCtx, Operand, kernel
+from .epilogue import activation, use_act
 from .nncommon import unsupported
 from .parcall import par_call
 from .qconv_fast import fast_qconv, fast_qdwconv, fast_qmatmul
@@ -202,7 +206,20 @@ def qlinear_conv(ctx: KernelCtx) -> str:
     return _qconv(ctx, w=3, zx=2, zw=5, quantized=True)
 
 
-def _qconv(ctx: KernelCtx, w: int, zx: int, zw: int, quantized: bool) -> str:
+@kernel(CONV_TO_FLOAT[1], domain=CONV_TO_FLOAT[0], types=BYTE_TYPES, accepts=_byte_operands(1))
+def conv_integer_to_float(ctx: KernelCtx) -> str:
+    """ConvInteger with a float epilogue ``act(float(acc) * scale[m] + bias[m])`` in the integer kernels'
+    output loops (passes/fuse_integer_dequant.py makes it, for the layouts those kernels run)."""
+    code, a, b = activation(ctx)
+    use_act(ctx)
+    s = ctx.ins[4]
+    per = not all(d == "1" for d in s.dims)
+    dq = dict(scale_m=f"{s.ptr}[{'m' if per else '0'}]", scale_c=f"{s.ptr}[{'c' if per else '0'}]",
+              bias=ctx.ins[5].ptr, act=code, a=c_literal(a, DType.FLOAT), b=c_literal(b, DType.FLOAT))
+    return _qconv(ctx, w=1, zx=2, zw=3, quantized=False, dq=dq)
+
+
+def _qconv(ctx: KernelCtx, w: int, zx: int, zw: int, quantized: bool, dq: dict | None = None) -> str:
     node, name = ctx.node, ctx.who
     X, W, Y = ctx.ins[0], ctx.ins[w], ctx.outs[0]
     use(ctx, [])
@@ -236,12 +253,15 @@ def _qconv(ctx: KernelCtx, w: int, zx: int, zw: int, quantized: bool) -> str:
         quantized=quantized, Tx=X.dtype.c, Ty=Y.dtype.c, w=W.ptr,
         zw=_param(op(zw), "m" if per_channel[zw] else "0"), zx=_param(op(zx), "0"),
         par=par_call(ctx),
-        setup=[], channel_setup=[], lo="0", hi="0", dot=dot, cstride="KG" if dot else "1",
+        setup=[], channel_setup=[], lo="0", hi="0", dot=dot, cstride="KG" if dot else "1", dq=dq,
     )
     fast = fast_qconv(ctx, vals, w, zx, zw, quantized, list(win.kernel)) or fast_qdwconv(ctx, vals, w, zx, zw,
                                                                                       quantized)
     if fast is not None:
         return fast
+    if dq is not None:
+        raise unsupported(ctx, "a float epilogue needs the integer GEMM (constant weight, >= 4 output channels "
+                               "per group) or the depthwise kernel")
     if quantized:
         xs, ws, ys, zy, bias = ctx.ins[1], ctx.ins[4], ctx.ins[6], op(7), op(8)
         use(ctx, [xs.dtype])

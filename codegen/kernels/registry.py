@@ -10,6 +10,7 @@ from . import (  # noqa: F401
     conv,  # noqa: F401
     conv_dwpw,  # noqa: F401
     deform_conv,  # noqa: F401
+    dynamic_quant,  # noqa: F401
     einsum,  # noqa: F401
     elementwise,
     fail,  # noqa: F401

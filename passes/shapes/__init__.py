@@ -5,6 +5,7 @@ from . import (  # noqa: F401
     contrib,  # noqa: F401
     control_flow,
     conv,  # noqa: F401
+    dynamic_quant,  # noqa: F401
     einsum,  # noqa: F401
     elementwise,
     fused,  # noqa: F401

@@ -120,7 +120,8 @@ def _conv_model(act_dt, wdt):
 def test_conv_groups(act_dt, wdt):
     model = _conv_model(act_dt, wdt)
     ops = _ops_after(model)
-    assert ops["QLinearConv"] == 2 and ops["ConvInteger"] == 1 and "Conv" not in ops
+    # the float-output Conv: ConvInteger -> Cast -> Mul -> Add, then folded by fuse_integer_dequant
+    assert ops["QLinearConv"] == 2 and ops["ConvIntegerToFloat"] == 1 and "Conv" not in ops
     assert "Relu" not in ops and ops["Max"] == 1  # the Relu became a clamp at Q(0)
     for n in (1, 3):
         _compare(model, {"x": RNG.standard_normal((n, 4, 9, 9)).astype(np.float32)}, {2: 1e-4})
