@@ -9,7 +9,8 @@ the ONNX IR spec asks of dimension variables. Converters also write names that a
 'batch size') or placeholders numbered per occurrence ('unk__3', tf2onnx): those dims are unknown and
 unrelated, as onnxruntime treats them, so each gets a fresh variable (a PaddleOCR input
 [-1, 3, '?', '?'] takes 48 x 192). ``loose_dim_names`` lists the ones that look like an intended
-shared variable, for the loader's warning.
+shared variable, for the loader's warning (not arithmetic of names such as 'past_seq + seq', which
+torch.export writes for output sizes).
 """
 
 from __future__ import annotations
@@ -31,6 +32,9 @@ def convert_dtype(code: int, what: str) -> DType:
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _PLACEHOLDER = re.compile(r"unk__[0-9]+")  # tf2onnx: one per unknown dim, not a shared variable
+# a size written as arithmetic of dimension names ('past_seq + seq', 's0*2': torch.export's output dims), not a
+# variable of its own: no warning
+_EXPRESSION = re.compile(r"(?=.*[A-Za-z_])(?=.*[-+*/%])[-+*/%A-Za-z0-9_ ()]+")
 
 
 def shared_dim_name(name: str) -> bool:
@@ -43,7 +47,7 @@ def loose_dim_names(shapes: list[Any]) -> list[str]:
     yet contain a letter and occur more than once: probably meant as one variable."""
     seen = Counter(d.dim_param for s in shapes for d in s.dim if d.WhichOneof("value") == "dim_param")
     return sorted(n for n, k in seen.items() if k > 1 and not shared_dim_name(n) and _PLACEHOLDER.fullmatch(n) is None
-                  and re.search(r"[A-Za-z]", n))
+                  and _EXPRESSION.fullmatch(n) is None and re.search(r"[A-Za-z]", n))
 
 
 def convert_shape(shape: Any, value_name: str) -> tuple:

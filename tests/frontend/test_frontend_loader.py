@@ -91,6 +91,17 @@ def test_dim_names_that_are_not_identifiers_are_unrelated_unknown_dims(recwarn):
     assert g.inputs[0].type.shape == (sym("x:0"), 2)
 
 
+def test_sizes_written_as_arithmetic_of_names_are_unknown_dims_without_a_warning(recwarn):
+    """torch.export names output sizes by expressions ('past_seq + seq' for a KV cache): each such dim is an
+    unknown dim of its own, and no warning says the name looks like a shared variable."""
+    mp = model([helper.make_node("Identity", ["x"], ["y"]), helper.make_node("Identity", ["x"], ["z"])],
+               inputs=(vi("x", ["b", "past_seq + seq"]),),
+               outputs=(vi("y", ["b", "past_seq + seq"]), vi("z", ["b", "2*s0 + 1"])))
+    g = load_model(mp).graph
+    assert g.inputs[0].type.shape == (sym("b"), sym("x:1"))
+    assert not [w for w in recwarn if "not identifiers" in str(w.message)]
+
+
 def test_initializers_listed_as_inputs_are_constants():
     w = numpy_helper.from_array(np.ones(2, np.float32), "w")
     mp = model([helper.make_node("Add", ["x", "w"], ["y"])], inputs=("x", "w"), inits=[w])
