@@ -21,7 +21,7 @@
 
 #include "onnxc_bgemm.h"
 #include "onnxc_isa.h"
-#include "onnxc_sgemm_kern.h" /* onnxc_sg_epi_in_kernel, onnxc_sg_act512 */
+#include "onnxc_sgemm_kern.h" /* onnxc_sg_epi_in_kernel, onnxc_sg_store_row512 */
 
 /* The bits of bf16(f) (round to nearest even; NaN stays NaN, made quiet) in the high half of a word. */
 static inline uint32_t onnxc_bg_round(float f) {
@@ -136,6 +136,10 @@ onnxc_bg_k512(const int R, const int V, int64_t kq, const uint32_t *restrict a, 
 #pragma GCC unroll 12
     for (int i = 0; i < R; i++) {
         if (i >= mr) break;
+#if ONNXC_SG_EPI_IN_KERNEL
+        onnxc_sg_store_row512(V, acc[i][0], acc[i][1], c + i * ldc, m0, m1, va, vb, beta, e, ei + i, ej);
+#else /* (the caller applies the epilogue) */
+        (void)e, (void)ei, (void)ej;
         float *ci = c + i * ldc;
         __m512 x0 = _mm512_mul_ps(acc[i][0], va), x1 = x0;
         if (beta != 0) x0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m0, ci), vb, x0);
@@ -143,29 +147,9 @@ onnxc_bg_k512(const int R, const int V, int64_t kq, const uint32_t *restrict a, 
             x1 = _mm512_mul_ps(acc[i][1], va);
             if (beta != 0) x1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m1, ci + 16), vb, x1);
         }
-#if ONNXC_SG_EPI_IN_KERNEL
-        if (e) { /* onnxc_sg_epilogue's operations, in its order */
-            if (e->bias && e->bias_cols) {
-                x0 = _mm512_add_ps(x0, _mm512_maskz_loadu_ps(m0, e->bias + ej));
-                if (V > 1) x1 = _mm512_add_ps(x1, _mm512_maskz_loadu_ps(m1, e->bias + ej + 16));
-            } else if (e->bias) {
-                const __m512 bv = _mm512_set1_ps(e->bias[ei + i]);
-                x0 = _mm512_add_ps(x0, bv);
-                if (V > 1) x1 = _mm512_add_ps(x1, bv);
-            }
-            if (e->res) {
-                const float *r = e->res + (ei + i) * e->ldr + ej;
-                x0 = _mm512_add_ps(x0, _mm512_maskz_loadu_ps(m0, r));
-                if (V > 1) x1 = _mm512_add_ps(x1, _mm512_maskz_loadu_ps(m1, r + 16));
-            }
-            x0 = onnxc_sg_act512(e->act, e->a, e->b, x0);
-            if (V > 1) x1 = onnxc_sg_act512(e->act, e->a, e->b, x1);
-        }
-#else
-        (void)e, (void)ei, (void)ej;
-#endif
         _mm512_mask_storeu_ps(ci, m0, x0);
         if (V > 1) _mm512_mask_storeu_ps(ci + 16, m1, x1);
+#endif
     }
 }
 

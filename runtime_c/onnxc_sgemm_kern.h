@@ -57,6 +57,41 @@ static inline __attribute__((always_inline)) __m512 onnxc_sg_act512(int act, flo
     }
 }
 
+/* One row of a finished 12 x 32 tile (V zmm vectors of accumulators a0, a1; masks m0, m1 for its columns):
+ * alpha, beta times the row already in C, then the epilogue e (bias per column or per row ``row``, residual,
+ * activation) and the masked store. Shared by the float32 and the bfloat16 micro-kernels (onnxc_bgemm_kern.h),
+ * so both give the same bits from the same accumulators. */
+static inline __attribute__((always_inline)) void onnxc_sg_store_row512(const int V, __m512 a0, __m512 a1, float *ci,
+                                                                       __mmask16 m0, __mmask16 m1, __m512 va,
+                                                                       __m512 vb, float beta, const onnxc_sg_epi *e,
+                                                                       int64_t row, int64_t ej) {
+    __m512 x0 = _mm512_mul_ps(a0, va), x1 = x0;
+    if (beta != 0) x0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m0, ci), vb, x0);
+    if (V > 1) {
+        x1 = _mm512_mul_ps(a1, va);
+        if (beta != 0) x1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m1, ci + 16), vb, x1);
+    }
+    if (e) {
+        if (e->bias && e->bias_cols) {
+            x0 = _mm512_add_ps(x0, _mm512_maskz_loadu_ps(m0, e->bias + ej));
+            if (V > 1) x1 = _mm512_add_ps(x1, _mm512_maskz_loadu_ps(m1, e->bias + ej + 16));
+        } else if (e->bias) {
+            const __m512 bv = _mm512_set1_ps(e->bias[row]);
+            x0 = _mm512_add_ps(x0, bv);
+            if (V > 1) x1 = _mm512_add_ps(x1, bv);
+        }
+        if (e->res) {
+            const float *r = e->res + row * e->ldr + ej;
+            x0 = _mm512_add_ps(x0, _mm512_maskz_loadu_ps(m0, r));
+            if (V > 1) x1 = _mm512_add_ps(x1, _mm512_maskz_loadu_ps(m1, r + 16));
+        }
+        x0 = onnxc_sg_act512(e->act, e->a, e->b, x0);
+        if (V > 1) x1 = onnxc_sg_act512(e->act, e->a, e->b, x1);
+    }
+    _mm512_mask_storeu_ps(ci, m0, x0);
+    if (V > 1) _mm512_mask_storeu_ps(ci + 16, m1, x1);
+}
+
 /* R rows (4, 8 or 12) and V zmm vectors (1 or 2) of the 12 x 32 tile; always inlined with constants. */
 static inline __attribute__((always_inline)) void onnxc_sg_k512(const int R, const int V, int64_t kc,
                                                                 const float *restrict a, const float *restrict b,
@@ -97,32 +132,7 @@ static inline __attribute__((always_inline)) void onnxc_sg_k512(const int R, con
 #pragma GCC unroll 12
     for (int i = 0; i < R; i++) {
         if (i >= mr) break;
-        float *ci = c + i * ldc;
-        __m512 x0 = _mm512_mul_ps(acc[i][0], va), x1 = x0;
-        if (beta != 0) x0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m0, ci), vb, x0);
-        if (V > 1) {
-            x1 = _mm512_mul_ps(acc[i][1], va);
-            if (beta != 0) x1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m1, ci + 16), vb, x1);
-        }
-        if (e) {
-            if (e->bias && e->bias_cols) {
-                x0 = _mm512_add_ps(x0, _mm512_maskz_loadu_ps(m0, e->bias + ej));
-                if (V > 1) x1 = _mm512_add_ps(x1, _mm512_maskz_loadu_ps(m1, e->bias + ej + 16));
-            } else if (e->bias) {
-                const __m512 bv = _mm512_set1_ps(e->bias[ei + i]);
-                x0 = _mm512_add_ps(x0, bv);
-                if (V > 1) x1 = _mm512_add_ps(x1, bv);
-            }
-            if (e->res) {
-                const float *r = e->res + (ei + i) * e->ldr + ej;
-                x0 = _mm512_add_ps(x0, _mm512_maskz_loadu_ps(m0, r));
-                if (V > 1) x1 = _mm512_add_ps(x1, _mm512_maskz_loadu_ps(m1, r + 16));
-            }
-            x0 = onnxc_sg_act512(e->act, e->a, e->b, x0);
-            if (V > 1) x1 = onnxc_sg_act512(e->act, e->a, e->b, x1);
-        }
-        _mm512_mask_storeu_ps(ci, m0, x0);
-        if (V > 1) _mm512_mask_storeu_ps(ci + 16, m1, x1);
+        onnxc_sg_store_row512(V, acc[i][0], acc[i][1], c + i * ldc, m0, m1, va, vb, beta, e, ei + i, ej);
     }
 }
 

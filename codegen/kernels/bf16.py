@@ -32,7 +32,7 @@ from onnxc.passes.shapes.spatial import Window
 from ..templating import render
 from .base import KernelCtx
 from .bgemm_layout import pack_a_bf16, pack_b_bf16, packed_a_size
-from .epilogue import Epilogue, sg_epi, use_act
+from .epilogue import Epilogue, sg_epi, sg_epi_decl
 
 PRECISIONS = ("fp32", "bf16")
 
@@ -73,13 +73,7 @@ def bgemm_stmt(ctx: KernelCtx, m: str, n: str, k: str, alpha: str, a: str, lda: 
     w = np.asarray(ctx.ins[b_index].const, dtype=np.float32)
     ctx.repack_const(b_index, pack_b_bf16(w.T if tb else w).view(np.float32))
     fa = "ONNXC_SG_TRANS" if ta else "ONNXC_SG_PLAIN"
-    lines, epi = [], "NULL"
-    if ep.active or bias != "NULL":
-        if ep.act:
-            use_act(ctx)
-        res = "NULL" if ep.residual is None else f"in{ep.residual}"
-        lines.append(f"const onnxc_sg_epi epi = {sg_epi(ep, bias=bias, bias_cols=bias_cols, res=res, ldr=ldc)};")
-        epi = "&epi"
+    lines, epi = sg_epi_decl(ctx, ep, bias, bias_cols, ldc)
     lines.append(f"if (onnxc_bgemm_ex(rt->threads, {m}, {n}, {k}, {alpha}, {a}, {lda}, {fa}, in{b_index}, 0, "
                  f"ONNXC_BG_PACKED, {beta}, {c}, {ldc}, {epi})) "
                  "return onnxc_fail(rt, ONNXC_ERR_MEMORY, \"out of memory in GEMM\");")

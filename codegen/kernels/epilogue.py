@@ -83,6 +83,17 @@ def sg_epi(ep: Epilogue, bias: str = "NULL", bias_cols: bool = False, res: str =
             f"{c_literal(ep.b, DType.FLOAT)}}}")
 
 
+def sg_epi_decl(ctx: KernelCtx, ep: Epilogue, bias: str, bias_cols: bool, ldc: str) -> tuple[list[str], str]:
+    """The C declaration of a GEMM call's epilogue ``epi`` (none when nothing is to apply) and the pointer to
+    pass: (lines, "&epi" or "NULL"). The residual, if any, is ``in<ep.residual>`` with rows ``ldc`` apart."""
+    if not (ep.active or bias != "NULL"):
+        return [], "NULL"
+    if ep.act:
+        use_act(ctx)
+    res = "NULL" if ep.residual is None else f"in{ep.residual}"
+    return [f"const onnxc_sg_epi epi = {sg_epi(ep, bias=bias, bias_cols=bias_cols, res=res, ldr=ldc)};"], "&epi"
+
+
 def rows_epilogue(ep: Epilogue, dt: DType, y: str, rows: str, n: str, res: str | None) -> list[str]:
     """C lines applying ``ep`` in place to ``rows`` rows of ``n`` contiguous elements at ``y`` (residual
     rows at ``res`` with the same layout, the bias of ``n`` values at ``in<ep.bias>``) — for kernels

@@ -11,7 +11,7 @@ from onnxc.ir import DType
 
 from . import bf16
 from .base import KernelCtx
-from .epilogue import Epilogue, sg_epi, use_act
+from .epilogue import Epilogue, sg_epi_decl
 from .gemm_layout import pack_b
 from .nncommon import use_gemm
 
@@ -41,15 +41,7 @@ def sgemm_stmt(ctx: KernelCtx, m: str, n: str, k: str, alpha: str, a: str, lda: 
     else:
         fb, ldb = ("ONNXC_SG_TRANS" if tb else "ONNXC_SG_PLAIN"), (str(b.dims[1]) if b.rank == 2 else "1")
     fa = "ONNXC_SG_TRANS" if ta else "ONNXC_SG_PLAIN"
-    epi = "NULL"
-    lines = []
-    ep = ep or Epilogue()
-    if ep.active or bias != "NULL":
-        if ep.act:
-            use_act(ctx)
-        res = "NULL" if ep.residual is None else f"in{ep.residual}"
-        lines.append(f"const onnxc_sg_epi epi = {sg_epi(ep, bias=bias, bias_cols=bias_cols, res=res, ldr=ldc)};")
-        epi = "&epi"
+    lines, epi = sg_epi_decl(ctx, ep or Epilogue(), bias, bias_cols, ldc)
     lines.append(f"if (onnxc_sgemm_ex(rt->threads, {m}, {n}, {k}, {alpha}, {a}, {lda}, {fa}, in{b_index}, {ldb}, {fb}, "
                  f"{beta}, {c}, {ldc}, {epi})) return onnxc_fail(rt, ONNXC_ERR_MEMORY, \"out of memory in GEMM\");")
     return "\n".join(lines)
