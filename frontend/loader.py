@@ -7,6 +7,7 @@ Every failure is a ModelError naming what was wrong; protobuf and OS exceptions 
 
 from __future__ import annotations
 
+import mmap
 import os
 from collections.abc import Callable
 from typing import Any
@@ -24,6 +25,17 @@ from .validate import check_text
 Source = str | os.PathLike | bytes | bytearray | memoryview | Message
 
 
+_MAP_BYTES = 1 << 24  # files from this size are mapped, not read: no copy, no fresh memory to zero
+
+
+def _read(path: str) -> bytes | mmap.mmap:
+    """The bytes of the file ``path``; a large file (on POSIX) as a read-only map, which slices to bytes."""
+    with open(path, "rb") as f:
+        if os.name == "posix" and os.fstat(f.fileno()).st_size >= _MAP_BYTES:
+            return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        return f.read()
+
+
 def read_source(source: Any, message: type[Message], kind: str,
                 prepare: Callable[[bytes], bytes] | None = None) -> tuple[Message, str | None, str]:
     """Parse ``source`` (path, bytes or protobuf message) as ``message``.
@@ -36,8 +48,7 @@ def read_source(source: Any, message: type[Message], kind: str,
         path = os.path.abspath(os.fspath(source))
         what = repr(os.fspath(source))
         try:
-            with open(path, "rb") as f:
-                data = f.read()
+            data = _read(path)
         except FileNotFoundError:
             raise ModelError(f"file {what} does not exist") from None
         except OSError as e:
@@ -57,7 +68,7 @@ def read_source(source: Any, message: type[Message], kind: str,
         data = prepare(data)
     msg = message()
     try:
-        msg.ParseFromString(data)
+        msg.ParseFromString(memoryview(data) if isinstance(data, mmap.mmap) else data)
     except Exception as e:  # protobuf raises DecodeError, and RuntimeError/ValueError in some backends
         raise ModelError(f"could not parse {what} as an ONNX {kind}: {e}") from None
     check_text(msg, what)

@@ -47,7 +47,7 @@ class AttrArray(np.ndarray):
         return out[()] if return_scalar else out
 _FLOATS, _INTS, _STRINGS = 7, 8, 9  # AttributeProto field numbers
 _VOCAB = 64  # distinct values a STRINGS attribute decoded from its bytes may have
-_CHUNK = 1 << 20  # elements per decoding pass
+_CHUNK = 1 << 17  # elements per decoding pass (its temporaries stay in cache and reuse freed memory)
 
 
 def _varint(b: bytes, i: int) -> tuple[int, int]:
@@ -125,10 +125,19 @@ def int_run(b: np.ndarray, start: int, stop: int) -> tuple[np.ndarray, int] | No
         if k and length.max() > 10:
             return None
         vals = out[done:done + k]
-        vals[:] = window[tag_at + 1] & 0x7F
+        first = tag_at + 1
+        vals[:] = window[first] & 0x7F
         for g in range(1, int(length.max()) if k else 0):  # the g-th 7-bit group of the values that have one
-            idx = np.flatnonzero(length > g)
-            vals[idx] |= (window[tag_at[idx] + 1 + g] & 0x7F).astype(np.uint64) << np.uint64(7 * g)
+            more = length > g
+            if np.count_nonzero(more) * 4 < k:  # few values this long: gather only theirs
+                idx = np.flatnonzero(more)
+                vals[idx] |= (window[first[idx] + g] & 0x7F).astype(np.uint64) << np.uint64(7 * g)
+                continue
+            at = first + g  # past a value's end only where ``more`` is False (masked); kept within the window
+            np.minimum(at, len(window) - 1, out=at)
+            group = window[at] & 0x7F
+            group *= more
+            vals |= group.astype(np.uint64) << np.uint64(7 * g)
         used = int(vend[-1]) + 1 if k else 0
         pos, done, per = pos + used, done + k, max(used / max(k, 1), 2.0)
         if k < m:

@@ -20,6 +20,7 @@ from onnxc.codegen.compiler import CompilerConfig, compiler_version, thread_flag
 from onnxc.codegen.kernels.bf16 import check_precision, warn_if_slow
 from onnxc.codegen.lower import Program
 from onnxc.codegen.native import NativeModel, contiguous
+from onnxc.codegen.templating import use_cache as use_template_cache
 from onnxc.ir import CacheWarning, CompileError, DType, InputError, Model, ModelError, TensorType, innermost
 
 from . import progress
@@ -399,6 +400,7 @@ def _compile(model, threads: int | None, cache_dir: str | os.PathLike | None, cc
     nthreads = resolve_threads(threads)
     cfg = compiler_config(cc, flags)
     root = c_cache.cache_dir(cache_dir)
+    use_template_cache(root)
     data = model
     key = None
     if dump_ir is None and not isinstance(model, Model):  # (dumping the IR means running the passes)

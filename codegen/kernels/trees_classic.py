@@ -91,15 +91,17 @@ def _bad(node: Node, msg: str) -> ShapeError:
     return ShapeError(f"{node.describe()}: {msg}")
 
 
-def _reals(node: Node, name: str) -> np.ndarray | None:
-    """``name`` (float list, rounded to float) or ``name_as_tensor`` (its own precision); not both."""
+def _reals(node: Node, name: str, wide: bool = True) -> np.ndarray | None:
+    """``name`` (float list, rounded to float) or ``name_as_tensor`` (its own precision); not both. As
+    float64, or with ``wide`` False the float list as float32 (to select from before widening)."""
     a, t = node.attr(name), node.attr(f"{name}_as_tensor")
     if a is not None and t is not None:
         raise _bad(node, f"only one of {name!r} and '{name}_as_tensor' may be set")
     if t is not None:
         return np.asarray(t, dtype=np.float64).reshape(-1)
     if a is not None:
-        return np.asarray(a, dtype=np.float32).reshape(-1).astype(np.float64)
+        a = np.asarray(a, dtype=np.float32).reshape(-1)
+        return a.astype(np.float64) if wide else a
     return None
 
 
@@ -116,9 +118,9 @@ def _modes(node: Node) -> np.ndarray:
     if strs is None:
         raise _bad(node, "attribute 'nodes_modes' is required")
     if hasattr(strs, "codes"):  # decoded as distinct values and codes (frontend/repeated.py)
-        codes = np.array([_MODES.get(s, -2) for s in strs.vocab], np.int64)[strs.codes]
+        codes = np.array([_MODES.get(s, -2) for s in strs.vocab], np.int8)[strs.codes]
     else:
-        codes = np.array(list(map(_MODES.get, strs, repeat(-2))), dtype=np.int64)
+        codes = np.array(list(map(_MODES.get, strs, repeat(-2))), dtype=np.int8)
     if (codes == -2).any():
         wrong = sorted({str(strs[int(i)]) for i in np.flatnonzero(codes == -2)})
         raise _bad(node, f"nodes_modes holds {wrong[0]!r}, not one of {', '.join(_MODES)}")
@@ -173,9 +175,11 @@ class _Index:
         """Per (tid, nid) the node's position, -1 where no such node exists."""
         if self.first is not None:  # negative ids compare as huge unsigned ones
             ok = tids.view(np.uint64) < len(self.first)
-            t = np.where(ok, tids, 0)
+            t = tids if ok.all() else np.where(ok, tids, 0)
             ok &= nids.view(np.uint64) < self.count[t]
-            return np.where(ok, self.first[t] + nids, -1)
+            at = self.first[t]
+            at += nids
+            return at if ok.all() else np.where(ok, at, -1)
         p = _rank(self.keys, self._key(tids, nids))
         return p if self.order is None else np.where(p >= 0, self.order[p], -1)
 
@@ -185,7 +189,9 @@ def _trees(tids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     new = np.ones(len(tids), bool)
     new[1:] = tids[1:] != tids[:-1]
     if len(tids) < 2 or (tids[1:] >= tids[:-1]).all():  # grouped, ascending: one pass
-        return np.flatnonzero(new), np.cumsum(new) - 1
+        tree = np.cumsum(new)
+        tree -= 1
+        return np.flatnonzero(new), tree
     _, first, tree = np.unique(tids, return_index=True, return_inverse=True)
     return np.sort(first), tree.reshape(-1)
 
@@ -205,7 +211,7 @@ def classic(node: Node, prefix: str, n_out: int) -> Classic:
     feats, modes = ints(node, "nodes_featureids"), _modes(node)
     tnode, fnode = ints(node, "nodes_truenodeids"), ints(node, "nodes_falsenodeids")
     n = len(tids)
-    values = _reals(node, "nodes_values")
+    values = _reals(node, "nodes_values", wide=False)  # widened once the branch nodes are selected
     missing = ints(node, "nodes_missing_value_tracks_true", np.zeros(0, np.int64))
     missing = missing if len(missing) else np.zeros(n, np.int64)
     for name, vals in (("nodes_nodeids", nids), ("nodes_featureids", feats), ("nodes_modes", modes),
@@ -222,11 +228,11 @@ def classic(node: Node, prefix: str, n_out: int) -> Classic:
     if len(neg):
         raise _bad(node, f"nodes_featureids of {where(neg[0])} is negative")
     b, lv = np.flatnonzero(branch), np.flatnonzero(~branch)
-    ref = np.empty(n, np.int64)  # branch index, or -leaf - 1
-    ref[b], ref[lv] = np.arange(len(b)), -1 - np.arange(len(lv))
-    kids = []
+    ref = np.empty(n, np.int32 if n < 1 << 31 else np.int64)  # branch index, or -leaf - 1
+    ref[b], ref[lv] = np.arange(len(b), dtype=ref.dtype), -1 - np.arange(len(lv), dtype=ref.dtype)
+    kids, tids_b = [], tids[b]
     for child, which in ((tnode, "truenodeids"), (fnode, "falsenodeids")):
-        c = index.find(tids[b], child[b])
+        c = index.find(tids_b, child[b])
         if (c < 0).any():
             i = int(np.flatnonzero(c < 0)[0])
             raise _bad(node, f"nodes_{which} of {where(b[i])} names node {int(child[b[i]])}, which does not "
@@ -235,7 +241,7 @@ def classic(node: Node, prefix: str, n_out: int) -> Classic:
     leaf_start, targets, weights, wi, ww = _leaf_weights(node, prefix, n_out, index, ref, (tids, nids))
     first, tree = _trees(tids)
     roots = ref[first]
-    f = Forest(roots, feats[b], modes[b], values[b], kids[0], kids[1], missing[b] != 0, targets, weights,
+    f = Forest(roots, feats[b], modes[b], values[b].astype(np.float64), kids[0], kids[1], missing[b] != 0, targets, weights,
                leaf_start=leaf_start)
     f.depths = tree_depths(f, lambda k, t: _bad(node, f"tree {int(tids[b[k]])} has a cycle through node "
                                                       f"{int(nids[b[k]])}"))
@@ -271,6 +277,8 @@ def _leaf_weights(node: Node, prefix: str, n_out: int, index: _Index, ref: np.nd
         raise _bad(node, f"leaf {int(ids[1][i])} of tree {int(ids[0][i])} has no {prefix}_* weight")
     start = np.concatenate(([0], np.cumsum(counts)))
     if len(leaf) < 2 or (leaf[1:] >= leaf[:-1]).all():  # listed in leaf order already (as converters write)
+        if on_leaf.all():  # (no weight on a branch node: nothing to drop)
+            return start, wi, ww, wi, ww
         return start, wi[on_leaf], ww[on_leaf], wi, ww
     order = np.argsort(leaf, kind="stable")
     return start, wi[on_leaf][order], ww[on_leaf][order], wi, ww
@@ -280,14 +288,15 @@ def _always(leaf_tree: np.ndarray, start: np.ndarray, targets: np.ndarray, n_out
     """Targets some tree gives a weight on every one of its leaves (``leaf_tree``: per leaf its tree)."""
     counts = np.diff(start)
     if (counts == 1).all():  # one weight a leaf: the (leaf, target) pairs are the leaves
-        leaf, target = np.arange(len(counts)), targets
+        tree_target = leaf_tree * n_out
+        tree_target += targets
     else:
         pairs = np.unique(np.repeat(np.arange(len(counts)), counts) * n_out + targets)  # (leaf, target) once
         leaf, target = pairs // n_out, pairs % n_out
-    tree_target = leaf_tree[leaf] * n_out + target
+        tree_target = leaf_tree[leaf] * n_out + target
     n_trees = int(leaf_tree.max()) + 1 if len(leaf_tree) else 0
     per_tree = np.bincount(leaf_tree, minlength=n_trees)
-    if n_trees * n_out <= 4 * len(leaf) + (1 << 20):
+    if n_trees * n_out <= 4 * len(tree_target) + (1 << 20):
         hits = np.bincount(tree_target, minlength=n_trees * n_out).reshape(n_trees, n_out)
         return {int(t) for t in np.flatnonzero((hits == per_tree[:, None]).any(axis=0))}
     tt, hits = np.unique(tree_target, return_counts=True)

@@ -64,15 +64,24 @@ def _reachable(roots: np.ndarray, tref: np.ndarray, fref: np.ndarray) -> tuple[n
     return seen, tree
 
 
+def _one_parent(refs: tuple[np.ndarray, ...], n: int) -> np.ndarray | None:
+    """Whether each of nodes 0..n-1 is named at most once by the non-negative entries of ``refs``: then per
+    node whether it is named (a child), else None."""
+    named, total = np.zeros(n, bool), 0
+    for r in refs:
+        kids = r[r >= 0] if len(r) and r.min() < 0 else r
+        named[kids] = True
+        total += len(kids)
+    return named if np.count_nonzero(named) == total else None
+
+
 def tree_depths(f, cycle: Callable[[int, int], Exception]) -> np.ndarray:
     """Per tree of Forest ``f`` the branch nodes on its longest path; ``cycle(k, t)`` is raised when branch
     node k, reached from tree t, lies on a cycle."""
     tref, fref = f.true_ref, f.false_ref
     n = len(tref)
-    edges = np.concatenate((tref, fref))
-    indeg = np.bincount(edges[edges >= 0], minlength=n)
-    roots = f.roots[f.roots >= 0]
-    if (indeg <= 1).all() and not indeg[roots].any():
+    child = _one_parent((tref, fref), n)
+    if child is not None and not child[f.roots[f.roots >= 0]].any():
         return _tree_heights(f, n)  # every node has one parent at most, roots none: trees, no cycle
     seen, tree = _reachable(f.roots, tref, fref)
     reach = np.flatnonzero(seen)
@@ -145,17 +154,18 @@ def _is_float(split: np.ndarray) -> bool:
         return bool((s.astype(np.float32).astype(np.float64) == s).all())
 
 
-def _preorder(f, nb: int, nl: int) -> np.ndarray | None:
-    """The nodes (branch k as k, leaf l as nb + l) tree after tree, each tree in preorder with the true child
-    first, so a path reads memory forward and a tree is one block; None when a node has two parents
-    (shared subtrees: the order is kept). Nodes no root reaches are left out."""
+def _preorder(f, nb: int, nl: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """(perm, pos): the nodes (branch k as k, leaf l as nb + l) tree after tree, each tree in preorder with
+    the true child first, so a path reads memory forward and a tree is one block, and per node its place in
+    that order (-1: left out); None when a node has two parents (shared subtrees: the order is kept). Nodes
+    no root reaches are left out."""
     roots = np.where(f.roots >= 0, f.roots, nb - f.roots - 1)
     if not len(roots):
-        return np.zeros(0, np.int64)
+        return np.zeros(0, np.int64), np.full(nb + nl, -1, np.int32)
     tc = np.where(f.true_ref >= 0, f.true_ref, nb - f.true_ref - 1)
     fc = np.where(f.false_ref >= 0, f.false_ref, nb - f.false_ref - 1)
-    indeg = np.bincount(np.concatenate((tc, fc)), minlength=nb + nl)
-    if (indeg > 1).any() or indeg[roots].any() or len(np.unique(roots)) < len(roots):
+    child = _one_parent((tc, fc), nb + nl)
+    if child is None or child[roots].any() or len(np.unique(roots)) < len(roots):
         return None
     levels = f.levels  # the same sets of branch nodes, when tree_depths found them
     if levels is None:
@@ -165,30 +175,30 @@ def _preorder(f, nb: int, nl: int) -> np.ndarray | None:
             kids = np.concatenate((tc[front], fc[front]))
             front = kids[kids < nb]
     size = np.ones(nb + nl, np.int32)  # nodes in the subtree (forest_tables keeps counts below 2**31)
-    for level in reversed(levels):
-        size[level] = 1 + size[tc[level]] + size[fc[level]]
+    kids = [(tc[level], fc[level]) for level in levels]
+    for level, (t, fl) in zip(reversed(levels), reversed(kids)):
+        size[level] = 1 + size[t] + size[fl]
     pos = np.full(nb + nl, -1, np.int32)
     pos[roots] = np.concatenate(([0], np.cumsum(size[roots])[:-1]))
-    for level in levels:
+    for level, (t, fl) in zip(levels, kids):
         at = pos[level] + 1
-        pos[tc[level]] = at
-        pos[fc[level]] = at + size[tc[level]]
+        pos[t] = at
+        at += size[t]
+        pos[fl] = at
     placed = np.flatnonzero(pos >= 0) if (pos < 0).any() else np.arange(nb + nl)
     perm = np.empty(len(placed), np.int64)
     perm[pos[placed]] = placed
-    return perm
+    return perm, pos
 
 
-def _reorder(tables: dict, perm: np.ndarray, nb: int, nt: int, layout: int) -> None:
-    """Put the nodes of ``tables`` in the order ``perm`` (indices of the current order), leaves renumbered
-    in that order with their weights."""
-    new = np.full(len(tables["nodes"]), -1, np.int32)
-    new[perm] = np.arange(len(perm), dtype=np.int32)
-    nodes = tables["nodes"][perm]
-    nodes[:, 2], nodes[:, 3] = new[nodes[:, 2]], new[nodes[:, 3]]
-    leaves = perm[perm >= nb] - nb  # old leaf numbers, in the new order
-    nodes[perm >= nb, 1] = np.arange(len(leaves), dtype=np.int32)
-    tables["nodes"], tables["roots"] = nodes, new[tables["roots"]]
+def _reorder(tables: dict, rows: np.ndarray | None, perm: np.ndarray, leaves: np.ndarray, nt: int,
+             layout: int) -> None:
+    """Put the nodes of ``tables`` (written with their children's and roots' new places and leaf numbers)
+    in the order ``perm`` (indices of the current order; the rows of ``nodes`` only when ``rows`` is that
+    order, None: written in place already), the leaf weights in the order of ``leaves`` (old leaf numbers in
+    the new order)."""
+    if rows is not None:
+        tables["nodes"] = tables["nodes"][rows]
     for k in ("splitd", "sets"):
         if tables[k] is not None:
             tables[k] = tables[k][perm]
@@ -224,30 +234,39 @@ def forest_tables(f, nt: int, agg: int, double_input: bool, node: Node) -> tuple
     if uniform and mode != 5 and f.missing.any():
         mode += MISSING
     mask = _MASKS[f.mode] | f.missing.astype(np.uint32)
-    split = f.split.copy()
+    split = f.split if uniform else f.split.copy()
     if not uniform:  # a NaN threshold: the outcome is constant (NEQ: true), but for tracked NaN features
         nan = np.isnan(split)
         mask[nan] = np.where(f.mode[nan] == 5, 0b1111, 0) | f.missing[nan]
         split[nan | (f.mode == 6)] = 0.0
+    order = _preorder(f, nb, nl)  # rows are written at their places in it (or moved there when some are left out)
+    perm, new = order if order is not None else (None, None)
+    place = (lambda i: i) if new is None else new.__getitem__
+    leaves = None if perm is None else perm[perm >= nb] - nb  # old leaf numbers, in the new order
+    moved = perm is not None and len(perm) == nb + nl  # every node placed: rows written at their new places
+    at_b, at_l = (new[:nb], new[nb:]) if moved else (slice(0, nb), slice(nb, nb + nl))
     nodes = np.zeros((nb + nl, 4), np.int32)
-    nodes[:nb, 0] = (f.feature.astype(np.uint32) | (mask << MASK_SHIFT)).view(np.int32)
+    nodes[at_b, 0] = (f.feature.astype(np.uint32) | (mask << MASK_SHIFT)).view(np.int32)
     with np.errstate(over="ignore"):
-        nodes[:nb, 1] = split.astype(np.float32).view(np.int32)
-    index = lambda ref: np.where(ref >= 0, ref, nb - ref - 1).astype(np.int32)  # noqa: E731
-    nodes[:nb, 2], nodes[:nb, 3] = index(f.true_ref), index(f.false_ref)
-    nodes[nb:, 0] = LEAF
-    nodes[nb:, 1] = np.arange(nl, dtype=np.int32)  # a leaf's number (its weights), as the threshold's bits
-    nodes[nb:, 2] = nodes[nb:, 3] = np.arange(nb, nb + nl, dtype=np.int32)
+        nodes[at_b, 1] = split.astype(np.float32).view(np.int32)
+    index = lambda ref: place(np.where(ref >= 0, ref, nb - ref - 1).astype(np.int32))  # noqa: E731
+    nodes[at_b, 2], nodes[at_b, 3] = index(f.true_ref), index(f.false_ref)
+    nodes[at_l, 0] = LEAF
+    number = np.arange(nl, dtype=np.int32)  # a leaf's number (its weights), as the threshold's bits
+    if leaves is not None:  # leaves numbered in the new order
+        number = np.full(nl, -1, np.int32)
+        number[leaves] = np.arange(len(leaves), dtype=np.int32)
+    nodes[at_l, 1] = number
+    nodes[at_l, 2] = nodes[at_l, 3] = place(np.arange(nb, nb + nl, dtype=np.int32))
     layout, targets, starts = _leaves(f, nt)
     sets = np.stack((f.set_off, f.set_len), axis=1).astype(np.int32) if member else None
     tables = {"nodes": nodes, "roots": index(f.roots), "depths": f.depths.astype(np.int32),
               "splitd": np.concatenate((split, np.zeros(nl))) if double else None,
               "sets": np.concatenate((sets, np.full((nl, 2), -1, np.int32))) if member else None,
               "members": f.members.astype(np.float64) if member else None,
-              "weights": f.leaf_weight.astype(np.float64), "targets": targets, "starts": starts}
-    perm = _preorder(f, nb, nl)
+              "weights": np.asarray(f.leaf_weight, np.float64), "targets": targets, "starts": starts}
     if perm is not None:
-        _reorder(tables, perm, nb, nt, layout)
+        _reorder(tables, None if moved else perm, perm, leaves, nt, layout)
     complete = complete_tables(tables["nodes"], tables["roots"], tables["depths"]) if uniform and mode <= 5 else None
     tables.update(complete or dict.fromkeys(("cbase", "cfeat", "csplit", "cleaf")))
     scalars = {"ntrees": len(f.roots), "ntargets": nt, "mode": mode, "layout": layout, "agg": agg}
