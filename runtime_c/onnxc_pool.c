@@ -45,12 +45,20 @@ static struct {
     onnxc_task_fn fn;
     void *ctx;
     int64_t n;
-    _Atomic int64_t next;
+    int parts; /* participants the chunks were shared out among: the caller and `helpers` workers */
     _Atomic int64_t join_at; /* chunks taken when the first worker joined (-1: none yet) */
     _Atomic int crowd;       /* 0 .. CROWD_MAX: how often recent jobs' workers joined late */
     _Atomic double late_us;  /* when a thread was last seen late */
 } P = {PTHREAD_MUTEX_INITIALIZER, 0, 0, {0}, 0, 0, 0, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
        NULL, NULL, 0, 0, -1, 0, 0};
+
+/* The chunks of a job, shared out in contiguous ranges, one per slot: [next, end) is what is left of
+ * slot s's range. Each counter has its own cache line (taking a chunk writes it). */
+static struct {
+    _Atomic int64_t next;
+    int64_t end;
+    char pad[64 - 2 * sizeof(int64_t)];
+} R[ONNXC_POOL_MAX] __attribute__((aligned(64)));
 
 /* Crowding. A job of at least CROWD_JOB_US whose workers all joined after a quarter of its chunks were
  * taken (or never) counts +2, any other such job -1 (within 0 .. CROWD_MAX); at CROWD_ON or more the pool
@@ -67,11 +75,29 @@ static double now_us(void) {
     return ts.tv_sec * 1e6 + ts.tv_nsec * 1e-3;
 }
 
+/* Run chunks until none is left: first those of the slot's own range, then, in turn, what is left of the other
+ * slots' ranges (a thread that started late or runs slower keeps fewer of its own). On a quiet machine each
+ * thread thus runs the same part of every job: the chunk i of consecutive jobs (the same rows of an image,
+ * layer after layer) stays on one core, whose caches hold what the previous job wrote there. */
 static void run_chunks(int slot) {
-    const int64_t n = P.n;
     const onnxc_task_fn fn = P.fn;
     void *const ctx = P.ctx;
-    for (int64_t i; (i = atomic_fetch_add_explicit(&P.next, 1, memory_order_relaxed)) < n;) fn(ctx, i, slot);
+    const int parts = P.parts;
+    for (int k = 0; k < parts; k++) {
+        const int q = (slot + k) % parts;
+        const int64_t end = R[q].end;
+        for (int64_t i; (i = atomic_fetch_add_explicit(&R[q].next, 1, memory_order_relaxed)) < end;) fn(ctx, i, slot);
+    }
+}
+
+/* Chunks taken so far (an estimate while workers run: counters overshoot their end by one per thread). */
+static int64_t taken(void) {
+    int64_t t = 0;
+    for (int q = 0; q < P.parts; q++) {
+        const int64_t lo = q * P.n / P.parts, v = atomic_load_explicit(&R[q].next, memory_order_relaxed);
+        t += (v < R[q].end ? v : R[q].end) - lo;
+    }
+    return t;
 }
 
 /* A job this worker may join: open (odd generation) and not the last one it saw. */
@@ -119,7 +145,7 @@ static void *worker(void *arg) {
             continue;
         last = g;
         int64_t none = -1;
-        atomic_compare_exchange_strong_explicit(&P.join_at, &none, atomic_load_explicit(&P.next, memory_order_relaxed),
+        atomic_compare_exchange_strong_explicit(&P.join_at, &none, taken(),
                                                 memory_order_relaxed, memory_order_relaxed);
         run_chunks(free_slots); /* slots threads-1 .. 1, one per joined worker */
         atomic_fetch_sub_explicit(&P.state, 1, memory_order_release);
@@ -158,7 +184,11 @@ void onnxc_parallel(int threads, int64_t n, onnxc_task_fn fn, void *ctx) {
     P.fn = fn;
     P.ctx = ctx;
     P.n = n;
-    atomic_store_explicit(&P.next, 0, memory_order_relaxed);
+    P.parts = helpers + 1;
+    for (int q = 0; q < P.parts; q++) {
+        atomic_store_explicit(&R[q].next, q * n / P.parts, memory_order_relaxed);
+        R[q].end = (q + 1) * n / P.parts;
+    }
     atomic_store_explicit(&P.join_at, -1, memory_order_relaxed);
     const double t0 = now_us();
     const uint64_t gen = (atomic_load_explicit(&P.state, memory_order_relaxed) >> GEN_SHIFT) + 1; /* odd */

@@ -2,10 +2,13 @@
  *
  *   onnxc_parallel(threads, n, fn, ctx);   // fn(ctx, i, slot) for every i in [0, n), then returns
  *
- * The calling thread and up to threads - 1 workers take chunk indices from one shared atomic counter,
- * so whoever runs takes the work: a worker whose core is taken by another process (a busy machine)
- * simply takes fewer chunks, and one that has not woken by the time the chunks run out is not waited
- * for at all. The caller waits only for the workers that are inside a chunk. (A parallel region of OpenMP,
+ * The chunks are shared out in contiguous ranges, one per participant (the calling thread and up to
+ * threads - 1 workers); each takes the chunks of its own range first, then what is left of the others'
+ * ranges. So whoever runs takes the work: a worker whose core is taken by another process (a busy
+ * machine) simply takes fewer chunks, and one that has not woken by the time the chunks run out is not
+ * waited for at all; and on a quiet machine each thread runs the same part of consecutive jobs (the same
+ * rows of a feature map, layer after layer), which its own caches still hold (MobileNetV2 at 2 threads:
+ * 4.55 -> 4.33 ms against one shared counter). The caller waits only for the workers that are inside a chunk. (A parallel region of OpenMP,
  * which onnxc used before, ends at a barrier every thread of the team must reach, so a descheduled worker
  * costs the whole region a scheduler time slice, milliseconds, once per region.)
  *

@@ -9,31 +9,42 @@ S in place (runtime_c/onnxc_conv_implicit.h, AVX-512), else the packed GEMM. TR 
 the two steps and the depthwise output never goes to memory. Bands of all images run on the runtime's
 pool, each with a one-thread GEMM.
 
-The depthwise rows: for each kernel row, the output columns whose taps all read inside the input row
-take one pass summing the whole kernel row (the tap offsets are constants), the columns at the edges
-take the taps one by one.
+The depthwise rows of maps narrower than PHASED_MAX_OW: per channel, the band's input rows are scattered
+into stride-phase planes inside a zero frame (runtime_c/onnxc_depthwise.h, as the standalone depthwise
+Conv), so every tap is a constant shift and the band is computed over flattened positions in full vectors,
+then copied into S without the frame's columns (14x14, 384 -> 64: 143 -> 115 us; 56x56 stride 2,
+144 -> 32: 189 -> 150 us). Wider maps: for each kernel row, the output columns whose taps all read inside
+the input row take one pass summing the whole kernel row (the tap offsets are constants), the columns at
+the edges take the taps one by one (112x112, 32 -> 16: 353 us against 395 phased).
 """
 
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 
 from onnxc.ir import DType, Node
 from onnxc.passes.shapes.epilogue_spec import DW_ACT, DWPW_DOMAIN, DWPW_OP
+from onnxc.passes.shapes.spatial import Window
 
+from ..cexpr import c_literal
 from ..templating import render
 from .base import KernelCtx, kernel
 from .conv import IMPLICIT_MAX_M
+from .conv_depthwise import phased_taps
 from .epilogue import activation, epilogue, sg_epi, use_act
 from .gemm_layout import pack_a
 from .nncommon import use_gemm
 from .parcall import SLOTS, par_call
 
-BAND_BYTES = 1 << 18  # the per-thread depthwise band: 256 KiB, with the GEMM's packed panels inside the L2 (1 MiB)
+BAND_BYTES = 1 << 19  # the per-thread depthwise band: 512 KiB, with the GEMM's packed panels inside a 1-2 MiB L2
+# (14x14 maps of 384-576 channels in one band instead of two: 126 -> 115 us; 256 KiB was chosen on a 1 MiB L2)
 BAND_COST = 0.5  # a band's fixed cost (its GEMM call, the epilogue set-up), in rows, for band_rows
 BAND_GRAIN = 1 << 16  # multiply-adds per band below which bands run on the calling thread
+PHASED_MAX_OW = 64  # output widths below which the depthwise rows are computed over stride-phase planes
+# (ONNXC_DWPW_PHASED_OW at compile time overrides it: an A/B knob, keyed in the model cache)
 PREFETCH_CHANNELS = 2  # a channel's band rows are prefetched this many channels ahead (56x56, 144 -> 24: 0.86 -> 0.7x)
 
 
@@ -79,8 +90,13 @@ def depthwise_pointwise(ctx: KernelCtx) -> str:
     tr = band_rows(oh, max(1, min(oh, BAND_BYTES // (4 * c * ow))), ctx.threads)
     res = "NULL" if ep.residual is None else f"in{ep.residual} + n * M * OP + oh0 * OW"
     epi = sg_epi(ep, bias="in4" if len(ctx.ins) > 4 and ctx.ins[4] is not None else "NULL", res=res, ldr="OP")
-    act = f"{dw_act[0]}, {float(dw_act[1])!r}f, {float(dw_act[2])!r}f" if dw_act[0] else ""
+    act = f"{dw_act[0]}, {c_literal(dw_act[1], DType.FLOAT)}, {c_literal(dw_act[2], DType.FLOAT)}" if dw_act[0] else ""
+    phased = ow < int(os.environ.get("ONNXC_DWPW_PHASED_OW", PHASED_MAX_OW))
+    taps, dh_max, dw_max = phased_taps(Window(kernel=(kh, kw), strides=(sh, sw), dilations=(dh, dw), pads_begin=(ph, pw), pads_end=(0, 0), inp=(), out=())) if phased else ([], 0, 0)
+    if phased:
+        ctx.include("onnxc_depthwise.h")
     return render("conv_dwpw.c.j2", N=x.dims[0], C=str(c), M=str(m), IH=x.dims[2], IW=x.dims[3], OH=str(oh),
-                  OW=str(ow), KH=kh, KW=kw, SH=sh, SW=sw, DH=dh, DW=dw, PH=ph, PW=pw, TR=tr,
+                  OW=str(ow), KH=kh, KW=kw, SH=sh, SW=sw, DH=dh, DW=dw, PH=ph, PW=pw, TR=tr, phased=phased, taps=taps,
+                  dh_max=dh_max, dw_max=dw_max, VL=16,
                   dw_bias=len(ctx.ins) > 2 and ctx.ins[2] is not None, dw_act=act, epi=epi, par=par_call(ctx),
                   slots=SLOTS, grain=BAND_GRAIN, implicit=implicit, PFD=PREFETCH_CHANNELS)

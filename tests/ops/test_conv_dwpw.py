@@ -81,6 +81,10 @@ def check(fused: bool, threads: int | None = None, **kw) -> None:
     dict(n=2, c=48, m=24, hw=(40, 40), residual=True, pw_act="Relu", symbolic=True),
     dict(n=1, c=64, m=96, hw=(36, 36), dw_act="HardSwish", pw_act="Sigmoid"),
     dict(n=1, c=9, m=5, hw=(130, 129), k=7, pads=[3, 3, 3, 3]),                                  # 7x7
+    # narrow maps take the stride-phase depthwise rows, in several bands (zero rows at the image's edges)
+    dict(n=2, c=256, m=24, hw=(40, 40)),
+    dict(n=1, c=200, m=56, hw=(90, 91), strides=(2, 2), pads=[1, 0, 0, 1], dw_act="Clip"),
+    dict(n=1, c=160, m=32, hw=(47, 47), k=5, dilations=(2, 2), pads=[4, 4, 3, 3], strides=(2, 1)),
 ])
 def test_fused(kw):
     check(True, **kw)
