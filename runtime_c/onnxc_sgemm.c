@@ -346,18 +346,19 @@ static inline void onnxc_sg_gemv_packed_a(int64_t M, int64_t K, float alpha, con
     }
 }
 
-/* The threaded part of onnxc_sgemm_ex: the shared operand's panels, then the stripes (onnxc_pool.h). */
+/* The threaded part of onnxc_sgemm_ex: the shared operand's panels, then the blocks of C (onnxc_pool.h). */
 typedef struct {
     const onnxc_sg_job *J;
-    int along_n;
+    int share_a;             /* which operand `shared` holds: A (1) or B (0) */
     int64_t M, N, K, lda, ldb;
     int fa, fb;
     const float *A, *B;
-    float *shared;           /* the operand all stripes share, packed once (NULL: none) */
+    float *shared;           /* the operand all blocks share, packed once (NULL: none) */
     int64_t npanels, group;  /* its panels, and how many a packing chunk holds */
-    int64_t per, unit, lim;  /* a stripe: at most per panels of unit rows / columns, up to lim */
-    int64_t nch, blocks;     /* stripe s: panels [s * blocks / nch, (s + 1) * blocks / nch), sizes within one */
-    int64_t mcap, ncap, kc;  /* packing buffers of a stripe */
+    int64_t mblk, nblk;      /* row panels (MR rows) and column panels (NR columns) of C */
+    int64_t mparts, nparts;  /* C cut into mparts x nparts blocks of whole panels; block s is row part s / nparts,
+                                column part s % nparts (a thread's contiguous chunks share their rows) */
+    int64_t mcap, ncap, kc;  /* packing buffers of a block */
     _Atomic int status;
     float *Ab[ONNXC_POOL_MAX], *Bb[ONNXC_POOL_MAX]; /* per slot, made on first use */
 } onnxc_sg_par;
@@ -367,7 +368,7 @@ static void onnxc_sg_pack_task(void *ctx, int64_t c, int slot) {
     onnxc_sg_par *P = (onnxc_sg_par *)ctx;
     const int64_t q1 = (c + 1) * P->group < P->npanels ? (c + 1) * P->group : P->npanels;
     for (int64_t q = c * P->group; q < q1; q++) {
-        if (P->along_n) {
+        if (P->share_a) {
             const int64_t i0 = q * ONNXC_SG_MR;
             onnxc_sg_pack_a(P->fa, P->fa ? P->A + i0 : P->A + i0 * P->lda, P->lda,
                             P->M - i0 < ONNXC_SG_MR ? P->M - i0 : ONNXC_SG_MR, P->K, P->shared + i0 * P->K);
@@ -382,17 +383,19 @@ static void onnxc_sg_pack_task(void *ctx, int64_t c, int slot) {
 static void onnxc_sg_stripe_task(void *ctx, int64_t s, int slot) {
     onnxc_sg_par *P = (onnxc_sg_par *)ctx;
     const onnxc_sg_job *J = P->J;
-    const int64_t b0 = s * P->blocks / P->nch, b1 = (s + 1) * P->blocks / P->nch;
-    const int64_t lo = b0 * P->unit, hi = b1 * P->unit < P->lim ? b1 * P->unit : P->lim;
-    if (lo >= hi) return;
+    const int64_t sm = s / P->nparts, sn = s % P->nparts;
+    const int64_t m0 = sm * P->mblk / P->mparts * ONNXC_SG_MR, n0 = sn * P->nblk / P->nparts * ONNXC_SG_NR;
+    int64_t m1 = (sm + 1) * P->mblk / P->mparts * ONNXC_SG_MR, n1 = (sn + 1) * P->nblk / P->nparts * ONNXC_SG_NR;
+    m1 = m1 < P->M ? m1 : P->M;
+    n1 = n1 < P->N ? n1 : P->N;
+    if (m0 >= m1 || n0 >= n1) return;
     if (J->fa != ONNXC_SG_PACKED && !P->Ab[slot]) P->Ab[slot] = (float *)onnxc_alloc((size_t)(P->mcap * P->kc) * sizeof(float));
     if (J->fb != ONNXC_SG_PACKED && !P->Bb[slot]) P->Bb[slot] = (float *)onnxc_alloc((size_t)(P->ncap * P->kc) * sizeof(float));
     if ((J->fa != ONNXC_SG_PACKED && !P->Ab[slot]) || (J->fb != ONNXC_SG_PACKED && !P->Bb[slot])) {
         atomic_store_explicit(&P->status, ONNXC_ERR_MEMORY, memory_order_relaxed);
         return;
     }
-    if (P->along_n) onnxc_sg_stripe(J, 0, P->M, lo, hi, P->Ab[slot], P->Bb[slot]);
-    else onnxc_sg_stripe(J, lo, hi, 0, P->N, P->Ab[slot], P->Bb[slot]);
+    onnxc_sg_stripe(J, m0, m1, n0, n1, P->Ab[slot], P->Bb[slot]);
 }
 
 /* See the top of this file. */
@@ -422,42 +425,52 @@ int onnxc_sgemm_ex(int threads, int64_t M, int64_t N, int64_t K, float alpha, co
     } else {
         onnxc_sg_job J = {K, alpha, beta, A, B, lda, ldb, fa, fb, C, ldc, epi, b_pre};
         int nt = threads > 1 && (double)M * (double)N * (double)K >= ONNXC_GEMM_PAR_MIN ? threads : 1;
-        /* stripes of whole panels along N or M, whichever has more panels */
+        /* blocks of whole panels: stripes along N or M, whichever has more panels, ONNXC_SG_STRIPES per thread of
+         * at least two panels each; when that dimension has too few panels to share out evenly (a 10x10 map's
+         * 100 positions are 9 row panels: 3 stripes for 2 threads), the other one is cut too */
         const int64_t nblk = (N + ONNXC_SG_NR - 1) / ONNXC_SG_NR, mblk = (M + ONNXC_SG_MR - 1) / ONNXC_SG_MR;
         const int along_n = nblk >= mblk;
-        /* with threads, the operand all stripes share (B for stripes of rows, A for stripes of columns) is
-         * packed once, each thread packing some of its panels, instead of once per stripe */
-        const int share = nt > 1 && (along_n ? fa != ONNXC_SG_PACKED : fb != ONNXC_SG_PACKED);
-        const int64_t shared_n = !share ? 0 : along_n ? onnxc_sg_packed_a_size(M, K) : onnxc_sg_packed_b_size(K, N);
+        const int64_t blocks = along_n ? nblk : mblk, other = along_n ? mblk : nblk;
+        int64_t parts = 1, cross = 1; /* stripes along the larger dimension, and cuts of the other */
+        if (nt > 1) {
+            const int64_t want = (int64_t)nt * ONNXC_SG_STRIPES;
+            parts = want < blocks / 2 ? want : blocks / 2;
+            if (parts < want) { /* too few for an even share: up to two stripes per thread, the other dimension cut */
+                parts = blocks < 2 * nt ? blocks : 2 * nt;
+                cross = (want + parts - 1) / parts;
+                if (cross > other) cross = other;
+            }
+            if (parts * cross < nt) nt = (int)(parts * cross);
+        }
+        /* with threads, an operand several blocks read (A for stripes of columns, B for stripes of rows, either
+         * when both are cut) is packed once, each thread packing some of its panels, instead of once per block */
+        const int share_a = along_n || cross > 1 ? fa != ONNXC_SG_PACKED : 0;
+        const int share = nt > 1 && (share_a || (!along_n || cross > 1 ? fb != ONNXC_SG_PACKED : 0));
+        const int64_t shared_n = !share ? 0 : share_a ? onnxc_sg_packed_a_size(M, K) : onnxc_sg_packed_b_size(K, N);
         float *shared = share && shared_n <= ONNXC_SG_SHARED_MAX ? (float *)onnxc_alloc((size_t)shared_n * sizeof(float))
                                                                 : NULL;
-        if (shared && along_n) {
+        if (shared && share_a) {
             J.A = shared;
             J.fa = ONNXC_SG_PACKED;
         } else if (shared) {
             J.B = shared;
             J.fb = ONNXC_SG_PACKED;
         }
-        const int64_t blocks = along_n ? nblk : mblk;
-        if (nt > blocks) nt = (int)blocks;
-        int64_t nch = nt > 1 ? (int64_t)nt * ONNXC_SG_STRIPES : 1;
-        if (nch > blocks / 2) nch = blocks / 2;
-        if (nch < nt) nch = nt;
-        const int64_t per = (blocks + nch - 1) / nch, unit = along_n ? ONNXC_SG_NR : ONNXC_SG_MR;
-        const int64_t lim = along_n ? N : M, kc = K < ONNXC_SG_KC ? K : ONNXC_SG_KC;
-        int64_t mcap = along_n ? M : per * ONNXC_SG_MR, ncap = along_n ? per * ONNXC_SG_NR : N;
+        const int64_t mparts = along_n ? cross : parts, nparts = along_n ? parts : cross;
+        const int64_t kc = K < ONNXC_SG_KC ? K : ONNXC_SG_KC;
+        int64_t mcap = (mblk + mparts - 1) / mparts * ONNXC_SG_MR, ncap = (nblk + nparts - 1) / nparts * ONNXC_SG_NR;
         mcap = mcap < ONNXC_SG_MC ? mcap : ONNXC_SG_MC;
         ncap = ncap < ONNXC_SG_NC ? ncap : ONNXC_SG_NC;
         mcap = (mcap + ONNXC_SG_MR - 1) / ONNXC_SG_MR * ONNXC_SG_MR;
         ncap = (ncap + ONNXC_SG_NR - 1) / ONNXC_SG_NR * ONNXC_SG_NR;
-        onnxc_sg_par P = {&J, along_n, M, N, K, lda, ldb, fa, fb, A, B, shared, along_n ? mblk : nblk, 1, per, unit,
-                          lim, nch, blocks, mcap, ncap, kc, 0, {NULL}, {NULL}};
+        onnxc_sg_par P = {&J, share_a, M, N, K, lda, ldb, fa, fb, A, B, shared, share_a ? mblk : nblk, 1, mblk, nblk,
+                          mparts, nparts, mcap, ncap, kc, 0, {NULL}, {NULL}};
         if (shared) { /* whole panels (K x 12 of A, K x 32 of B) in the layout of a pre-packed operand */
             const int64_t pch = onnxc_chunks(nt, (double)P.npanels, 1.0);
             P.group = (P.npanels + pch - 1) / pch;
             onnxc_parallel(nt, (P.npanels + P.group - 1) / P.group, onnxc_sg_pack_task, &P);
         }
-        onnxc_parallel(nt, nch, onnxc_sg_stripe_task, &P);
+        onnxc_parallel(nt, mparts * nparts, onnxc_sg_stripe_task, &P);
         for (int i = 0; i < ONNXC_POOL_MAX; i++) {
             free(P.Ab[i]);
             free(P.Bb[i]);
