@@ -133,7 +133,7 @@ class SumStep:
 Body = Callable[[bool, str, str], RowStep | SumStep]  # (innermost is reduced, input base, output base) -> step
 
 
-PAR_MIN = 1 << 16  # elements below which a nest stays single-threaded
+PAR_MIN = 1 << 15  # elements below which a nest stays single-threaded (as elementwise loops: codegen/kernels/loops.py)
 
 
 def loop_nest(ctx: KernelCtx, blks: list[tuple[bool, Dim]], body: Body, work: Dim | None = None,
