@@ -210,23 +210,25 @@ static void onnxc_wino_pad_task(void *ctx, int64_t chunk, int slot) {
     onnxc_wino_pad(Q->x + q0 * Q->IH * Q->IW, n, Q->IH, Q->IW, Q->PH, Q->PW, Q->XH, Q->XW, Q->xp + q0 * Q->XH * Q->XW);
 }
 
-/* The filter transform of onnxc_wino_filter for output channels [m0, m1): tmp[p][m][c] = (G w[m, c] G^T)[p],
- * vectorized over the input channels (G's rows: 4 0 0; 2/3 2/3 2/3; 2/3 -2/3 2/3; -8/3 -4/3 -2/3;
- * -8/3 4/3 -2/3; 0 0 1, as in codegen/kernels/conv_winograd.py). */
+/* The filter transform of onnxc_wino_filter for the 12-row panels [q0, q1) of the packed operands:
+ * U[p] (m, c) = (G w[m, c] G^T)[p], vectorized over the panel's 12 output channels and written straight
+ * in the packed A layout (onnxc_sg_pack_a: panel q holds C rows of 12 floats), with zero rows past M
+ * (G's rows: 4 0 0; 2/3 2/3 2/3; 2/3 -2/3 2/3; -8/3 -4/3 -2/3; -8/3 4/3 -2/3; 0 0 1, as in
+ * codegen/kernels/conv_winograd.py). */
 typedef struct {
     const float *w;
-    float *tmp, *U;
+    float *U;
     int64_t M, C, per, PA;
 } onnxc_wino_fpar;
 
-#define ONNXC_WINO_FB 64 /* input channels transformed together */
+#define ONNXC_WINO_MR ONNXC_SG_MR
 
-/* o[0..5][l] = G (a, b, d)^T on n lanes (o rows os apart), in double like the compile-time transform */
-static inline void onnxc_wino_g(const double *restrict a, const double *restrict b, const double *restrict d, int64_t n,
+/* o[0..5][l] = G (a, b, d)^T on the 12 lanes (o rows os apart), in double like the compile-time transform */
+static inline void onnxc_wino_g(const double *restrict a, const double *restrict b, const double *restrict d,
                                 double *restrict o, int64_t os) {
     const double k = 2.0 / 3.0;
 #pragma omp simd
-    for (int64_t l = 0; l < n; l++) {
+    for (int l = 0; l < ONNXC_WINO_MR; l++) {
         o[l] = 4.0 * a[l];
         o[os + l] = k * (a[l] + b[l] + d[l]);
         o[2 * os + l] = k * (a[l] - b[l] + d[l]);
@@ -239,43 +241,39 @@ static inline void onnxc_wino_g(const double *restrict a, const double *restrict
 static void onnxc_wino_filter_task(void *ctx, int64_t chunk, int slot) {
     (void)slot;
     const onnxc_wino_fpar *F = (const onnxc_wino_fpar *)ctx;
-    const int64_t M = F->M, C = F->C, MC = M * C, m0 = chunk * F->per, m1 = m0 + F->per < M ? m0 + F->per : M;
-    double g[9][ONNXC_WINO_FB], t[3][6][ONNXC_WINO_FB], r[6][ONNXC_WINO_FB];
-    for (int64_t m = m0; m < m1; m++) {
-        for (int64_t c0 = 0; c0 < C; c0 += ONNXC_WINO_FB) {
-            const int64_t n = C - c0 < ONNXC_WINO_FB ? C - c0 : ONNXC_WINO_FB;
-            const float *w = F->w + (m * C + c0) * 9;
-            for (int64_t l = 0; l < n; l++)
-                for (int k = 0; k < 9; k++) g[k][l] = w[l * 9 + k];
-            for (int kw = 0; kw < 3; kw++) onnxc_wino_g(g[kw], g[3 + kw], g[6 + kw], n, t[kw][0], ONNXC_WINO_FB);
+    const int64_t M = F->M, C = F->C, nq = (M + ONNXC_WINO_MR - 1) / ONNXC_WINO_MR;
+    const int64_t q0 = chunk * F->per, q1 = q0 + F->per < nq ? q0 + F->per : nq;
+    double g[9][ONNXC_WINO_MR], t[3][6][ONNXC_WINO_MR], r[6][ONNXC_WINO_MR];
+    for (int64_t q = q0; q < q1; q++) {
+        const int64_t m0 = q * ONNXC_WINO_MR, mr = M - m0 < ONNXC_WINO_MR ? M - m0 : ONNXC_WINO_MR;
+        for (int k = 0; k < 9; k++)
+            for (int l = (int)mr; l < ONNXC_WINO_MR; l++) g[k][l] = 0.0; /* rows past M: zero panel rows */
+        for (int64_t c = 0; c < C; c++) {
+            for (int64_t l = 0; l < mr; l++) {
+                const float *w = F->w + ((m0 + l) * C + c) * 9;
+                for (int k = 0; k < 9; k++) g[k][l] = w[k];
+            }
+            for (int kw = 0; kw < 3; kw++) onnxc_wino_g(g[kw], g[3 + kw], g[6 + kw], t[kw][0], ONNXC_WINO_MR);
+            float *o = F->U + q * C * ONNXC_WINO_MR + c * ONNXC_WINO_MR;
             for (int i = 0; i < 6; i++) { /* row i of (G w) G^T: G applied to (t[0][i], t[1][i], t[2][i]) */
-                onnxc_wino_g(t[0][i], t[1][i], t[2][i], n, r[0], ONNXC_WINO_FB);
+                onnxc_wino_g(t[0][i], t[1][i], t[2][i], r[0], ONNXC_WINO_MR);
                 for (int j = 0; j < 6; j++) {
-                    float *o = F->tmp + (6 * i + j) * MC + m * C + c0;
+                    float *op = o + (6 * i + j) * F->PA;
 #pragma omp simd
-                    for (int64_t l = 0; l < n; l++) o[l] = (float)r[j][l];
+                    for (int l = 0; l < ONNXC_WINO_MR; l++) op[l] = (float)r[j][l];
                 }
             }
         }
     }
 }
 
-static void onnxc_wino_pack_task(void *ctx, int64_t p, int slot) {
-    (void)slot;
-    const onnxc_wino_fpar *F = (const onnxc_wino_fpar *)ctx;
-    onnxc_sg_pack_a(0, F->tmp + p * F->M * F->C, F->C, F->M, F->C, F->U + p * F->PA);
-}
-
 /* See onnxc_winograd.h. */
 int onnxc_wino_filter(int threads, const float *w, int64_t M, int64_t C, float *U) {
     if (M <= 0 || C <= 0) return 0;
-    float *tmp = (float *)onnxc_alloc((size_t)(36 * M * C) * sizeof(float));
-    if (!tmp) return ONNXC_ERR_MEMORY;
+    const int64_t nq = (M + ONNXC_WINO_MR - 1) / ONNXC_WINO_MR;
     const int64_t n = onnxc_chunks(threads, (double)(M * C) * 300.0, 65536.0);
-    onnxc_wino_fpar F = {w, tmp, U, M, C, (M + n - 1) / n, onnxc_sg_packed_a_size(M, C)};
-    onnxc_parallel(threads, (M + F.per - 1) / F.per, onnxc_wino_filter_task, &F);
-    onnxc_parallel(n > 1 ? threads : 1, 36, onnxc_wino_pack_task, &F);
-    free(tmp);
+    onnxc_wino_fpar F = {w, U, M, C, (nq + n - 1) / n, onnxc_sg_packed_a_size(M, C)};
+    onnxc_parallel(threads, (nq + F.per - 1) / F.per, onnxc_wino_filter_task, &F);
     return 0;
 }
 

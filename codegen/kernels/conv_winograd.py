@@ -26,7 +26,8 @@ batch 1, against the direct paths (implicit GEMM / rows):
 The transformed filter is 4x the filter. Where the weight budget (codegen/weight_budget.py) grants
 the growth it is stored, transformed and packed at compile time; otherwise, on maps of at least
 RUNTIME_MIN_POSITIONS positions (or symbolic ones) the filter is transformed per call into scratch
-memory (runtime_c/onnxc_winograd.c onnxc_wino_filter, a few percent of the convolution there), and the
+memory (runtime_c/onnxc_winograd.c onnxc_wino_filter: about 15 ns per channel pair, straight into the
+packed layout; 32 -> 32 at 40x40 264 us against 241 us stored and 227 us direct), and the
 budget goes first to the convolutions that have no such fallback.
 
 Setting the environment variable ``ONNXC_WINOGRAD=0`` at compile time turns the path off (a debug
