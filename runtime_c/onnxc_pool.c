@@ -15,6 +15,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <string.h>
 #include <time.h>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -224,6 +225,30 @@ void onnxc_pool_note(int late) {
 int onnxc_pool_crowded(void) {
     return atomic_load_explicit(&P.crowd, memory_order_relaxed) >= CROWD_ON &&
            now_us() - atomic_load_explicit(&P.late_us, memory_order_relaxed) < CROWD_TTL_US;
+}
+
+typedef struct {
+    char *dst;
+    const char *src;
+    size_t bytes, piece;
+} onnxc_copy_job;
+
+static void copy_piece(void *ctx, int64_t i, int slot) {
+    (void)slot;
+    const onnxc_copy_job *J = (const onnxc_copy_job *)ctx;
+    const size_t at = (size_t)i * J->piece, n = J->bytes - at < J->piece ? J->bytes - at : J->piece;
+    memcpy(J->dst + at, J->src + at, n);
+}
+
+void onnxc_copy_par(int threads, void *dst, const void *src, size_t bytes) {
+    if (threads <= 1 || bytes < ONNXC_COPY_PAR_MIN) {
+        if (bytes) memcpy(dst, src, bytes);
+        return;
+    }
+    const int64_t n = onnxc_chunks(threads, (double)bytes, (double)ONNXC_COPY_PAR_MIN / 2);
+    const size_t piece = ((bytes + (size_t)n - 1) / (size_t)n + 63) & ~(size_t)63; /* whole cache lines */
+    const onnxc_copy_job J = {(char *)dst, (const char *)src, bytes, piece};
+    onnxc_parallel(threads, (int64_t)((bytes + piece - 1) / piece), copy_piece, (void *)&J);
 }
 
 int onnxc_pool_workers(void) {

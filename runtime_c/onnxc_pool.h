@@ -55,6 +55,14 @@ ONNXC_RT_API int onnxc_pool_crowded(void);
 /* Record one threaded piece of work whose threads all started in time (late = 0) or not (late = 1). */
 ONNXC_RT_API void onnxc_pool_note(int late);
 
+/* memcpy(dst, src, bytes) in contiguous pieces on up to `threads` threads when it is large enough
+ * (ONNXC_COPY_PAR_MIN bytes): the copies of Concat, Split and Slice, whose source a threaded kernel
+ * mostly wrote into both cores' caches. */
+#ifndef ONNXC_COPY_PAR_MIN
+#define ONNXC_COPY_PAR_MIN (128 << 10)
+#endif
+ONNXC_RT_API void onnxc_copy_par(int threads, void *dst, const void *src, size_t bytes);
+
 /* Workers started so far by this library's pool (tests). */
 ONNXC_RT_API int onnxc_pool_workers(void);
 

@@ -26,13 +26,21 @@ def is_one(d: str) -> bool:
     return d == "1"
 
 
-def copy(dst: str, src: str, n: str, ctype: str) -> str:
-    """Statement copying ``n`` elements (memcpy, or a plain loop when ``n`` is a small literal)."""
+def copy(dst: str, src: str, n: str, ctype: str, ctx=None) -> str:
+    """Statement copying ``n`` elements (memcpy, or a plain loop when ``n`` is a small literal). With the
+    KernelCtx ``ctx`` of a model built for several threads, a copy that may be large runs on the pool
+    (onnxc_copy_par, runtime_c/onnxc_pool.h: serial below ONNXC_COPY_PAR_MIN bytes)."""
     if n == "1":
         return f"({dst})[0] = ({src})[0];"
     if n.isdigit() and int(n) <= 8:
         return f"for (int64_t c_ = 0; c_ < {n}; c_++) ({dst})[c_] = ({src})[c_];"
+    if ctx is not None and ctx.threads > 1 and not (n.isdigit() and int(n) < PAR_COPY_MIN_ELEMENTS):
+        ctx.include("onnxc_pool.h")
+        return f"onnxc_copy_par(rt->threads, {dst}, {src}, (size_t)({n}) * sizeof({ctype}));"
     return f"memcpy({dst}, {src}, (size_t)({n}) * sizeof({ctype}));"
+
+
+PAR_COPY_MIN_ELEMENTS = 1 << 15  # static copies of fewer (4-byte) elements stay plain memcpy calls
 
 
 # -- transpose --------------------------------------------------------------------------------------

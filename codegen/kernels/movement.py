@@ -91,7 +91,7 @@ def concat(ctx: KernelCtx) -> str:
     y = ctx.outs[0]
     axis = concat_axis(ctx.node, y.rank)
     inner = y.dims[axis + 1:]
-    chunks = _chunks(ctx.ins, axis, inner, lambda i: copy("out0 + o", f"in{i} + r * c{i}", f"c{i}", y.ctype))
+    chunks = _chunks(ctx.ins, axis, inner, lambda i: copy("out0 + o", f"in{i} + r * c{i}", f"c{i}", y.ctype, ctx))
     return render("movement_chunks.c.j2", split=False, outer=c_product(y.dims[:axis]), chunks=chunks)
 
 
@@ -111,7 +111,7 @@ def split(ctx: KernelCtx) -> str:
     x = ctx.ins[0]
     axis = ctx.node.attr("axis", 0)
     axis = axis + x.rank if axis < 0 else axis
-    chunks = _chunks(ctx.outs, axis, x.dims[axis + 1:], lambda k: copy(f"out{k} + r * c{k}", "s", f"c{k}", x.ctype))
+    chunks = _chunks(ctx.outs, axis, x.dims[axis + 1:], lambda k: copy(f"out{k} + r * c{k}", "s", f"c{k}", x.ctype, ctx))
     return render("movement_chunks.c.j2", split=True, outer=c_product(x.dims[:axis]), row=c_product(x.dims[axis:]),
                   T=x.ctype, chunks=chunks)
 

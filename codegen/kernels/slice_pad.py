@@ -72,7 +72,7 @@ def slice_kernel(ctx: KernelCtx) -> str:
     run = c_product([y.dims[j], block])
     values = {"copy_run": None, "copy_block": None, "run": run}
     if steps[j] == 1:
-        values["copy_run"] = copy("out0 + o", f"in0 + {base} + st{j} * ({xs[j]})", run, x.ctype)
+        values["copy_run"] = copy("out0 + o", f"in0 + {base} + st{j} * ({xs[j]})", run, x.ctype, ctx)
     else:
         values["copy_block"] = copy("out0 + o", f"in0 + {base} + (st{j} + ij * {steps[j]}) * ({xs[j]})", block,
                                     x.ctype)

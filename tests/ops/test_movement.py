@@ -257,3 +257,29 @@ def test_dropout_training_mode_false():
     # a constant zero ratio makes training mode an identity too
     check_node("Dropout", {"x": x, "r": np.array(0.0, np.float32), "t": np.array(True)}, n_outputs=2,
                const_inputs=("r",), expected=[x, np.ones((3, 4), bool)])
+
+
+def test_large_copies_on_the_pool():
+    """Concat, Split and Slice copies of 128 KiB and more run in pieces on the runtime's pool
+    (onnxc_copy_par): the same bytes at 2 threads, pieces that do not divide the copy evenly, and a
+    symbolic batch (sizes known at run time only)."""
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((2, 37, 41, 43)).astype(np.float32)
+    b = rng.standard_normal((2, 19, 41, 43)).astype(np.float32)
+    cases = [
+        ("Concat", {"a": a, "b": b}, 1, {"axis": 1}, [np.concatenate([a, b], axis=1)]),
+        ("Split", {"x": a}, 2, {"axis": 1, "num_outputs": 2}, np.array_split(a, 2, axis=1)),
+    ]
+    for op, ins, n_out, attrs, want in cases:
+        model = node_model(op, ins, n_out, 18, input_shapes={k: ["N", *v.shape[1:]] for k, v in ins.items()}, **attrs)
+        cm = onnxc.compile(model, threads=2)
+        assert "onnxc_copy_par(" in cm.c_source
+        got = cm.run(ins)
+        for i, w in enumerate(want):
+            np.testing.assert_array_equal(got[f"y{i}"], w)
+    starts, ends = np.array([0, 5], np.int64), np.array([2, 33], np.int64)
+    model = node_model("Slice", {"x": a, "s": starts, "e": ends, "ax": np.array([0, 1], np.int64)}, 1, 18,
+                       const_inputs=("s", "e", "ax"))
+    cm = onnxc.compile(model, threads=2)
+    assert "onnxc_copy_par(" in cm.c_source
+    np.testing.assert_array_equal(cm.run({"x": a})["y0"], a[0:2, 5:33])
