@@ -150,8 +150,10 @@ static int run(double cap) {
                 bad |= check(1 + idx % 2, idx % 3, (idx / 3) % 3, M, N, K, alpha, beta, idx % 7);
             }
     /* every storage combination on a few shapes, with and without threads */
-    static const int64_t shapes[][3] = {{13, 77, 300}, {130, 70, 9}, {257, 129, 513}, {1, 100, 40}, {100, 1, 40}};
-    for (int s = 0; s < 5; s++)
+    /* (M = 1 or N = 1 past the pool's threshold: matrix-vector products with their panels on the pool) */
+    static const int64_t shapes[][3] = {{13, 77, 300},  {130, 70, 9},   {257, 129, 513}, {1, 100, 40},
+                                        {100, 1, 40},   {1, 1000, 300}, {1, 77, 1000},   {700, 1, 200}};
+    for (int s = 0; s < (int)(sizeof shapes / sizeof shapes[0]); s++)
         for (int fa = 0; fa < 3; fa++)
             for (int fb = 0; fb < 3; fb++)
                 for (int th = 1; th <= 2; th++)
