@@ -39,37 +39,41 @@ static inline int64_t onnxc_ci_slack(int64_t XWs) { return XWs + 2 * ONNXC_SG_NR
 
 /* Inline: generated code calls it with constant sizes, so the row copies and clears compile to moves
  * instead of memcpy / memset calls (twice as fast for a 56 x 56 map, 7x for 7 x 7). */
-static inline void onnxc_ci_pad_planes(const float *x, int64_t Cg, int64_t IH, int64_t IW, int64_t PH, int64_t PW,
-                                       int64_t SH, int64_t SW, int64_t XHs, int64_t XWs, float *restrict xp) {
-    for (int64_t c = 0; c < Cg; c++) {
-        for (int64_t ph = 0; ph < SH; ph++) {
-            for (int64_t pw = 0; pw < SW; pw++) {
-                float *plane = xp + ((c * SH + ph) * SW + pw) * XHs * XWs;
-                for (int64_t r = 0; r < XHs; r++) {
-                    float *d = plane + r * XWs;
-                    const int64_t ih = r * SH + ph - PH;
-                    if (ih < 0 || ih >= IH) {
-                        memset(d, 0, (size_t)XWs * sizeof(float));
-                        continue;
-                    }
-                    const float *src = x + (c * IH + ih) * IW + pw - PW; /* column q reads src[q * SW] */
-                    /* q0 .. q1: the columns with 0 <= q * SW + pw - PW < IW */
-                    int64_t q0 = PW - pw > 0 ? (PW - pw + SW - 1) / SW : 0;
-                    int64_t q1 = IW + PW - pw > 0 ? (IW + PW - pw + SW - 1) / SW : 0;
-                    if (q0 > XWs) q0 = XWs;
-                    if (q1 > XWs) q1 = XWs;
-                    if (q1 < q0) q1 = q0;
-                    for (int64_t q = 0; q < q0; q++) d[q] = 0.0f;
-                    if (SW == 1) {
-                        memcpy(d + q0, src + q0, (size_t)(q1 - q0) * sizeof(float));
-                    } else {
-                        for (int64_t q = q0; q < q1; q++) d[q] = src[q * SW];
-                    }
-                    for (int64_t q = q1; q < XWs; q++) d[q] = 0.0f;
-                }
+static inline void onnxc_ci_pad_phase(const float *x, int64_t c, int64_t ph, int64_t IH, int64_t IW, int64_t PH,
+                                      int64_t PW, int64_t SH, int64_t SW, int64_t XHs, int64_t XWs, float *restrict xp) {
+    for (int64_t pw = 0; pw < SW; pw++) {
+        float *plane = xp + ((c * SH + ph) * SW + pw) * XHs * XWs;
+        for (int64_t r = 0; r < XHs; r++) {
+            float *d = plane + r * XWs;
+            const int64_t ih = r * SH + ph - PH;
+            if (ih < 0 || ih >= IH) {
+                memset(d, 0, (size_t)XWs * sizeof(float));
+                continue;
             }
+            const float *src = x + (c * IH + ih) * IW + pw - PW; /* column q reads src[q * SW] */
+            /* q0 .. q1: the columns with 0 <= q * SW + pw - PW < IW */
+            int64_t q0 = PW - pw > 0 ? (PW - pw + SW - 1) / SW : 0;
+            int64_t q1 = IW + PW - pw > 0 ? (IW + PW - pw + SW - 1) / SW : 0;
+            if (q0 > XWs) q0 = XWs;
+            if (q1 > XWs) q1 = XWs;
+            if (q1 < q0) q1 = q0;
+            for (int64_t q = 0; q < q0; q++) d[q] = 0.0f;
+            if (SW == 1) {
+                memcpy(d + q0, src + q0, (size_t)(q1 - q0) * sizeof(float));
+            } else {
+                for (int64_t q = q0; q < q1; q++) d[q] = src[q * SW];
+            }
+            for (int64_t q = q1; q < XWs; q++) d[q] = 0.0f;
         }
     }
+}
+
+/* (onnxc_ci_pad_phase: the planes of channel c's row phase ph, the generated code's unit of work on the pool:
+ * a 3-channel stem with stride 2 gives 6 of them) */
+static inline void onnxc_ci_pad_planes(const float *x, int64_t Cg, int64_t IH, int64_t IW, int64_t PH, int64_t PW,
+                                       int64_t SH, int64_t SW, int64_t XHs, int64_t XWs, float *restrict xp) {
+    for (int64_t c = 0; c < Cg; c++)
+        for (int64_t ph = 0; ph < SH; ph++) onnxc_ci_pad_phase(x, c, ph, IH, IW, PH, PW, SH, SW, XHs, XWs, xp);
 }
 
 
