@@ -63,6 +63,10 @@ ONNXC_RT_API void onnxc_pool_note(int late);
 #endif
 ONNXC_RT_API void onnxc_copy_par(int threads, void *dst, const void *src, size_t bytes);
 
+/* The grain (floats) of the runtime's copies into padded buffers (the convolutions' inputs): as for
+ * onnxc_copy_par, their source was mostly written by a threaded kernel into both cores' caches. */
+#define ONNXC_COPY_GRAIN 16384.0
+
 /* Workers started so far by this library's pool (tests). */
 ONNXC_RT_API int onnxc_pool_workers(void);
 

@@ -738,7 +738,7 @@ void onnxc_sg_pad_input_phased(int threads, const float *x, int64_t Cg, int64_t 
                                              int64_t PD, int64_t PH, int64_t PW, int64_t XD, int64_t XH, int64_t XW,
                                              int64_t SW, float *restrict xp) {
     const int64_t XWp = SW > 1 ? (XW + SW - 1) / SW * SW : XW, plane = XD * XH * XWp;
-    const int64_t n = Cg > 0 ? onnxc_chunks(threads, (double)(Cg * plane), (double)ONNXC_GEMM_PAR_MIN * 2) : 1;
+    const int64_t n = Cg > 0 ? onnxc_chunks(threads, (double)(Cg * plane), ONNXC_COPY_GRAIN) : 1;
     const onnxc_sg_pad_par Q = {x, xp, Cg, ID, IH, IW, PD, PH, PW, XD, XH, XW, SW, (Cg + n - 1) / n, plane};
     if (n > 1) onnxc_parallel(threads, (Cg + Q.per - 1) / Q.per, onnxc_sg_pad_task, (void *)&Q);
     else onnxc_sg_pad_planes_phased(x, Cg, ID, IH, IW, PD, PH, PW, XD, XH, XW, SW, xp);

@@ -298,7 +298,7 @@ int onnxc_wino_conv(int threads, const float *x, const float *U, float *y, int64
         return ONNXC_ERR_MEMORY;
     }
     {
-        const int64_t n = onnxc_chunks(threads, (double)(N * C * XP), 65536.0);
+        const int64_t n = onnxc_chunks(threads, (double)(N * C * XP), ONNXC_COPY_GRAIN);
         const onnxc_wino_padpar Q = {x, xp, N * C, IH, IW, PH, PW, XH, XW, (N * C + n - 1) / n};
         onnxc_parallel(threads, (N * C + Q.per - 1) / Q.per, onnxc_wino_pad_task, (void *)&Q);
     }
