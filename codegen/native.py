@@ -164,7 +164,7 @@ class NativeModel:
         """The Python value of an output descriptor the library filled (it owns the memory)."""
         ffi = self.ffi
         if not isinstance(dt, DType):
-            p = ffi.cast("onnxc_value *", t.data)
+            p = _cast(ffi, "onnxc_value *", t.data)
             try:
                 return read_value(p, ffi, maps_dense=self._maps_dense)
             finally:
@@ -313,7 +313,7 @@ def _scalars(t, ffi: cffi.FFI) -> list:
         return []
     ctype = _UNPACK.get(t.dtype)
     if ctype is not None:
-        return ffi.unpack(ffi.cast(ctype, t.data), n)
+        return ffi.unpack(_cast(ffi, ctype, t.data), n)
     if t.dtype == int(DType.STRING):
         s = ffi.cast("char **", t.data)
         return [ffi.string(s[i]).decode("utf-8", "surrogateescape") for i in range(n)]
@@ -421,6 +421,18 @@ _NP_OF = {int(d): d.np for d in DType if d not in (DType.UNDEFINED, DType.STRING
 # bytes of one element in a tensor's data (strings: a pointer)
 _ITEMSIZE = {int(d): (_ffi.sizeof("void *") if d == DType.STRING else d.np.itemsize)
              for d in DType if d != DType.UNDEFINED}
+
+
+_CTYPES: dict[tuple[int, str], object] = {}  # (id of an FFI, C type) -> its resolved type
+
+
+def _cast(ffi: cffi.FFI, ctype: str, ptr):
+    """``ffi.cast(ctype, ptr)`` with the type resolved once per FFI (cffi's cast parses the string and goes
+    through two Python layers per call: a ZipMap output at batch 1 made three of them)."""
+    t = _CTYPES.get((id(ffi), ctype))
+    if t is None:
+        t = _CTYPES[(id(ffi), ctype)] = ffi.typeof(ctype)
+    return ffi._backend.cast(t, ptr)
 
 
 def read_value(p, ffi: cffi.FFI = _ffi, _keys: dict | None = None, maps_dense=None):
