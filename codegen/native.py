@@ -274,9 +274,11 @@ def _dense_maps(p, ffi: cffi.FFI, maps_dense) -> list | None:
     m0 = p.items[0] if p.n > 0 else None
     if m0 is None or m0.kind != 3 or m0.n != 2 or m0.items[1].kind != 1:
         return None
-    if p.n == 1 and m0.items[0].kind == 1 and m0.items[0].t.rank == 1 and m0.items[1].t.rank == 1:
-        # one row (batch 1): its two lists straight from the library, no array in between
-        return [dict(zip(_scalars(m0.items[0].t, ffi), _scalars(m0.items[1].t, ffi), strict=True))]
+    if p.n == 1:
+        k, v = m0.items[0], m0.items[1]
+        if k.kind == 1 and k.t.rank == 1 and v.t.rank == 1:
+            # one row (batch 1): its two lists straight from the library, no array in between
+            return [dict(zip(_table_keys(k.t, ffi), _scalars(v.t, ffi), strict=True))]
     vt = m0.items[1].t
     npdt = _NP_OF.get(vt.dtype)
     if npdt is None or vt.rank != 1:
@@ -288,6 +290,26 @@ def _dense_maps(p, ffi: cffi.FFI, maps_dense) -> list | None:
     if not 0 < len(keys) <= _DICT_LITERAL_MAX:
         return [dict(zip(keys, row)) for row in values.tolist()]
     return _dict_rows(len(keys))(*keys, values.tolist())
+
+
+_KEY_TABLES: dict[tuple[int, bytes], list] = {}  # numeric key tables seen (dtype, bytes) -> their scalars
+_KEY_TABLES_MAX = 64
+
+
+def _table_keys(t, ffi: cffi.FFI) -> list:
+    """``_scalars`` of a map's numeric key table, remembered by its bytes: ZipMap writes the same label table
+    on every call, and its bytes compare faster than they convert (a classifier's output at batch 1)."""
+    n, dt = t.dims[0], t.dtype
+    size = _ITEMSIZE.get(dt)
+    if not n or dt not in _UNPACK or size is None:
+        return _scalars(t, ffi)
+    ident = (dt, ffi.buffer(t.data, n * size)[:])
+    keys = _KEY_TABLES.get(ident)
+    if keys is None:
+        if len(_KEY_TABLES) >= _KEY_TABLES_MAX:
+            _KEY_TABLES.clear()
+        keys = _KEY_TABLES[ident] = _scalars(t, ffi)
+    return keys
 
 
 _DICT_LITERAL_MAX = 256  # keys per row up to which rows are built by a dict display
