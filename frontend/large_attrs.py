@@ -62,16 +62,10 @@ class _Skip(Exception):
 
 
 def _varint(b: bytes, i: int, end: int) -> tuple[int, int]:
-    v = shift = 0
-    while True:
-        if i >= end or shift > 63:
-            raise _Skip
-        c = b[i]
-        v |= (c & 0x7F) << shift
-        i += 1
-        if c < 0x80:
-            return v, i
-        shift += 7
+    try:
+        return repeated.varint(b, i, end)
+    except ValueError:
+        raise _Skip from None
 
 
 def _encode(v: int) -> bytes:

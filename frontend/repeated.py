@@ -50,9 +50,12 @@ _VOCAB = 64  # distinct values a STRINGS attribute decoded from its bytes may ha
 _CHUNK = 1 << 17  # elements per decoding pass (its temporaries stay in cache and reuse freed memory)
 
 
-def _varint(b: bytes, i: int) -> tuple[int, int]:
+def varint(b: bytes, i: int, end: int) -> tuple[int, int]:
+    """(the protobuf varint at ``b[i]``, the offset past it); ValueError when it runs past ``end`` or 10 bytes."""
     v = shift = 0
     while True:
+        if i >= end or shift > 63:
+            raise ValueError("truncated or overlong varint")
         c = b[i]
         v |= (c & 0x7F) << shift
         i += 1
@@ -62,19 +65,27 @@ def _varint(b: bytes, i: int) -> tuple[int, int]:
 
 
 def _run_start(b: bytes, field: int) -> int | None:
-    """Offset of the first element of ``field`` in the serialized AttributeProto ``b``."""
-    i = 0
-    while i < len(b):
-        tag, j = _varint(b, i)
+    """Offset of the first element of ``field`` in the serialized AttributeProto ``b`` (None: none, or bytes
+    this reader does not follow)."""
+    try:
+        return _field_start(b, field)
+    except ValueError:
+        return None
+
+
+def _field_start(b: bytes, field: int) -> int | None:
+    i, end = 0, len(b)
+    while i < end:
+        tag, j = varint(b, i, end)
         num, wire = tag >> 3, tag & 7
         if num == field:
             return i if wire == {_FLOATS: 5, _INTS: 0, _STRINGS: 2}[field] else None
         if wire == 0:
-            _, i = _varint(b, j)
+            _, i = varint(b, j, end)
         elif wire == 1:
             i = j + 8
         elif wire == 2:
-            n, k = _varint(b, j)
+            n, k = varint(b, j, end)
             i = k + n
         elif wire == 5:
             i = j + 4
