@@ -42,13 +42,12 @@
  * the top 6 levels (at most 32) held in registers and picked by permutes, deeper ones gathered.
  *
  * Why this walk: a row's path through one tree is a chain of dependent loads (node, feature, next node)
- * and a branch that goes either way at random. From ONNXC_FOREST_MIN_BLOCK rows, the rows go through the
- * forest one tree at a time (a forest of millions of nodes does not fit in cache: each tree is read from
- * memory once per call, then stays in L1 while every row passes it), in blocks of up to
- * ONNXC_FOREST_BLOCK rows that walk the tree together for exactly depths[t] steps (a row that reached
- * its leaf stays there), so the step is a select without branches and the chains of the block's rows
- * overlap. Fewer rows, and forests with BRANCH_MEMBER nodes, walk row by row, leaving each tree at its
- * leaf; there the test is a branch, which lets the core run ahead into the next trees.
+ * and a branch that goes either way at random. Node walks take a row through 8 trees at a time, one per
+ * lane, each lane stepping by a select (no branch on the test) and taking the next tree when it reaches a
+ * leaf, so 8 chains of cache misses overlap (a forest of millions of nodes does not fit in cache); with
+ * more than one row, the rows pass a group of trees of about 128 KiB of nodes before the next group, so
+ * the group is read from memory once per call. Complete trees from ONNXC_FOREST_MIN_BLOCK rows walk a
+ * tree with every row before the next tree; fewer rows take 4 trees at a time.
  */
 #ifndef ONNXC_FOREST_H
 #define ONNXC_FOREST_H
@@ -93,8 +92,7 @@ typedef struct {
     int mode, layout, agg;     /* ONNXC_TREE_*, ONNXC_LEAF_*, ONNXC_AGG_* */
 } onnxc_forest;
 
-#define ONNXC_FOREST_BLOCK 16    /* rows walking one tree together */
-#define ONNXC_FOREST_MIN_BLOCK 4 /* fewer rows walk one by one, leaving each tree at its leaf */
+#define ONNXC_FOREST_MIN_BLOCK 4 /* complete trees: fewer rows walk one by one, 4 trees at a time */
 
 /* See the top of this file. */
 ONNXC_RT_API void onnxc_forest_scores(const onnxc_forest *f, const float *x, int64_t ld, int64_t n, double *acc);

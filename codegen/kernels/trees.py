@@ -6,7 +6,7 @@ model's weights blob in the layout of runtime_c/onnxc_forest.h (16 bytes a node:
 mask, float threshold, children; leaf weights apart) for the runtime's walk. The generated C is the
 same few lines whatever the number of nodes. Checks, with errors naming the node: every node and leaf
 reference in range, trees acyclic (Kahn's layering over all trees at once, a numpy step per depth
-level, which also gives each tree's depth for the block walk), targets in range, one membership set
+level, which also gives each tree's depth for the complete-tree walk), targets in range, one membership set
 per BRANCH_MEMBER node, feature indices below 2**28.
 
 Semantics (as onnxruntime): comparisons run in double where a threshold is not a float or the input is

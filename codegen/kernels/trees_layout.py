@@ -10,7 +10,7 @@ forests), the levels below the roots are already acyclic layers. Otherwise the n
 roots are found level by level; Kahn's algorithm then peels them in layers (a node once every reachable
 parent is peeled); reachable nodes left over lie on or below a cycle. Heights are computed over the
 layers in reverse, so trees that share nodes (TreeEnsemble allows it) get their true longest path,
-which the block walk relies on.
+which the complete-tree layout relies on.
 
 Packing (``forest_tables``): 16 bytes a node (feature | leaf flag << 27 | truth mask << 28, float
 threshold, children; a leaf points at itself and holds its number instead of a threshold), tree after

@@ -354,8 +354,8 @@ def test_classifier_rows_on_the_pool(kind):
 def test_forest_is_data_not_code():
     """A LightGBM-like classifier (BRANCH_LEQ, missing values tracked, one class per tree) + ZipMap: its nodes
     go to the weights blob, so the generated C is the same size for 15 trees as for 1,500; the 1,500 trees
-    agree with onnxruntime row by row (1, 2 rows), in blocks (5, 16, 100) and on the pool (300 rows, two
-    threads)."""
+    agree with onnxruntime for one row (8 trees at a time over the whole forest), for several (2 to 100 rows
+    passing groups of trees of about 8192 nodes, 15 groups here) and on the pool (300 rows, two threads)."""
     from benchmarks.forest_scale import lightgbm_like
     from onnxc.api import lower_model
     from onnxc.codegen.emit import emit_c
