@@ -30,9 +30,9 @@ import numpy as np  # noqa: E402
 import onnx  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
+import onnxc  # noqa: E402
 from benchmarks.micro_fusion import _B, F32, encoder_layer  # noqa: E402
 from benchmarks.run import bench_one  # noqa: E402
-import onnxc  # noqa: E402
 from onnxc.bench import Budget, interleaved, summary  # noqa: E402
 
 VOCAB, HIDDEN, HEADS, FF = 30522, 384, 12, 1536
