@@ -558,6 +558,7 @@ typedef struct {
     float *bp[ONNXC_POOL_MAX]; /* per slot: one panel of KC x 32, plus the overrun of the last row's copies */
 } onnxc_sg_rows_par;
 
+#define ROWS_PF 8 /* taps ahead whose source rows the B-panel copy prefetches (128->64 3x3 20x20: -2%) */
 static void onnxc_sg_conv_rows_task(void *ctx, int64_t chunk, int slot) {
     onnxc_sg_rows_par *P = (onnxc_sg_rows_par *)ctx;
     const int64_t M = P->M, K = P->K, XH = P->XH, XW = P->XW, OH = P->OH, OW = P->OW, SD = P->SD, SH = P->SH;
@@ -591,6 +592,13 @@ static void onnxc_sg_conv_rows_task(void *ctx, int64_t chunk, int slot) {
             for (int64_t p = 0; p < kc; p++) {
                 const float *src = xp + koff[pc + p];
                 float *d = bp + p * ONNXC_SG_NR;
+                if (ROWS_PF && p + ROWS_PF < kc) { /* a later tap's rows (taps jump rows and planes) */
+                    const float *ps = xp + koff[pc + p + ROWS_PF];
+                    for (int q = 0; q < ns; q++) {
+                        __builtin_prefetch(ps + so[q], 0, 3);
+                        __builtin_prefetch((const char *)(ps + so[q]) + 64 * SW, 0, 3);
+                    }
+                }
                 if (SW == 1) {
                     for (int q = 0; q < ns; q++) {
                         const float *sq = src + so[q];
