@@ -208,7 +208,7 @@ class FastPath:
         for j, fn in enumerate(self.out_fn):
             if fn is None:
                 L.append(f"    u{j}.data = NULL")
-                outs.append(f"take(u{j}, odt{j})")
+                outs.append(f"take(u{j}, odt{j}, {j})")
                 ns[f"odt{j}"] = self.out_dt[j]
                 continue
             ns[f"odt{j}"] = self.out_dt[j]
@@ -287,7 +287,7 @@ class FastPath:
             st = self.native.run_into(ins, outs, err)
         if st:
             self._fail(st, err)
-        return [self.native.take_output(outs[j], self.out_dt[j]) if o is None else o for j, o in enumerate(res)]
+        return [self.native.take_output(outs[j], self.out_dt[j], j) if o is None else o for j, o in enumerate(res)]
 
     def _fail(self, st: int, err) -> None:
         raise status_error(st, self.ffi.string(err).decode("utf-8", "replace"))

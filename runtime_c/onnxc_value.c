@@ -91,6 +91,29 @@ int onnxc_seq_maps_dense(const onnxc_value *seq, void *out, int64_t *c, int32_t 
     return 1;
 }
 
+int onnxc_seq_maps_keyed(const onnxc_value *seq, const void *keys, int64_t c, int32_t kdtype, int32_t vdtype,
+                         void *out) {
+    if (!seq || seq->kind != ONNXC_SEQUENCE || c < 0 || kdtype == 0 || vdtype == 0 || vdtype == 8) return 0;
+    for (int64_t i = 0; i < seq->n; i++) {
+        const onnxc_value *m = seq->items[i];
+        if (!m || m->kind != ONNXC_MAP || m->n != 2 || m->items[0]->kind != ONNXC_TENSOR ||
+            m->items[1]->kind != ONNXC_TENSOR) return 0;
+        const onnxc_tensor *k = &m->items[0]->t, *v = &m->items[1]->t;
+        if (k->rank != 1 || v->rank != 1 || k->dtype != kdtype || v->dtype != vdtype || k->dims[0] != c ||
+            v->dims[0] != c) return 0;
+        if (kdtype == 8) {
+            const char *const *ks = (const char *const *)k->data, *const *want = (const char *const *)keys;
+            for (int64_t j = 0; j < c; j++)
+                if (ks[j] != want[j] && (!ks[j] || !want[j] || strcmp(ks[j], want[j]) != 0)) return 0;
+        } else if (c && memcmp(k->data, keys, onnxc_tensor_nbytes(k)) != 0) {
+            return 0;
+        }
+        const size_t vb = onnxc_tensor_nbytes(v);
+        if (vb) memcpy((char *)out + (size_t)i * vb, v->data, vb);
+    }
+    return 1;
+}
+
 /* A deep copy of v (NULL for NULL); NULL when out of memory. */
 onnxc_value *onnxc_value_clone(const onnxc_value *v) {
     if (!v) return NULL;

@@ -72,6 +72,14 @@ ONNXC_RT_API onnxc_value *onnxc_value_adopt(onnxc_tensor *t);
  * unless out is NULL, and 1 is returned; else 0. Lets a reader build n dicts from one array. */
 ONNXC_RT_API int onnxc_seq_maps_dense(const onnxc_value *seq, void *out, int64_t *c, int32_t *dtype);
 
+/* Whether seq is a sequence of maps (any number) whose keys are the c keys at ``keys`` (dtype kdtype: their bytes,
+ * or for strings (kdtype 8) char pointers whose strings must match) and whose values are 1-D tensors of dtype
+ * vdtype and c elements: then the values are written row by row to out (n * c elements) and 1 is returned; else
+ * 0. Lets a reader that remembers a map output's keys from an earlier call build the dicts of this one from
+ * one array, with the keys checked here. */
+ONNXC_RT_API int onnxc_seq_maps_keyed(const onnxc_value *seq, const void *keys, int64_t c, int32_t kdtype,
+                                      int32_t vdtype, void *out);
+
 /* A deep copy of v (NULL for NULL); NULL when out of memory. */
 ONNXC_RT_API onnxc_value *onnxc_value_clone(const onnxc_value *v);
 

@@ -126,16 +126,61 @@ def test_zip_map_rows_read_as_one_array_equal_the_map_by_map_reading():
     native = m._native
     assert native._maps_dense is not None
     dense = m.run({"x": xv})
-    native._maps_dense = None
+    native._maps_dense, readers = None, native._readers
+    native._readers = [None] * len(readers)  # (else the keys kept from the first call serve: the next test)
     try:
         one_by_one = m.run({"x": xv})
     finally:
-        native._maps_dense = m._native.lib.onnxc_model_maps_dense
+        native._maps_dense, native._readers = m._native.lib.onnxc_model_maps_dense, readers
     for name in dense:
         a_rows, b_rows = dense[name], one_by_one[name]
         assert a_rows == b_rows and len(a_rows) == 300
         assert all(list(a) == list(b) and all(type(v) is float for v in a.values()) for a, b in zip(a_rows, b_rows))
         assert a_rows[0] is not a_rows[1]  # every row its own dict
+
+
+def test_zip_map_keys_kept_between_calls_give_the_general_reading():
+    """The first call reads ZipMap's maps on the general path and keeps their keys (codegen/native.py
+    MapsReader); later calls have the library check every row's keys against the kept ones and copy the values
+    as one array: the same dicts as the general path, at 1 row, 0 rows and 300 rows, string and int labels."""
+    s = SideBySide()
+    x = s.input("x", TP.FLOAT, ["N", 4])
+    for labels in ZIP_LABELS:
+        s.add("ZipMap", [x], **labels)
+    m = onnxc.compile(s.model(s.nodes))
+    native = m._native
+    xv = np.random.default_rng(8).random((300, 4), dtype=np.float32)
+    m.run({"x": xv[:2]})
+    assert all(r is not None and r.state is not None for r in native._readers)
+    readers = native._readers
+    for n in (1, 0, 300, 1):
+        kept = m.run({"x": xv[:n]})
+        native._readers = [None] * len(readers)
+        try:
+            general = m.run({"x": xv[:n]})
+        finally:
+            native._readers = readers
+        for name in kept:
+            assert kept[name] == general[name] and len(kept[name]) == n
+            assert all(list(a) == list(b) and all(type(v) is float for v in a.values())
+                       for a, b in zip(kept[name], general[name]))
+
+
+@pytest.mark.parametrize("key", [TP.INT64, TP.STRING])
+def test_map_outputs_whose_keys_change_are_read_again(key):
+    """A sequence-of-maps output whose keys change from call to call (here the model's input passed through):
+    the library finds the rows' keys differ from the kept ones, the call takes the general path and keeps the
+    new keys; maps with keys of another row's, empty sequences and equal keys again all read back as given."""
+    k = (lambda a: a) if key == TP.INT64 else (lambda a: f"k{a}")
+    seq = helper.make_sequence_type_proto(helper.make_map_type_proto(key, helper.make_tensor_type_proto(TP.FLOAT, [])))
+    g = helper.make_graph([helper.make_node("Identity", ["s"], ["y"])], "t", [helper.make_value_info("s", seq)],
+                          [helper.make_value_info("y", seq)])
+    m = onnxc.compile(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]))
+    for feed in ([{k(1): 1.0, k(2): 2.0}], [{k(1): 3.0, k(2): 4.0}, {k(1): 5.0, k(2): 6.0}], [{k(3): 1.0, k(2): 2.0}],
+                 [{k(2): 1.0, k(3): 2.0}], [{k(1): 1.0, k(2): 2.0}, {k(1): 1.0, k(5): 2.0}], [], [{k(1): 7.0}],
+                 [{k(1): 8.0}]):
+        got = m.run({"s": feed})["y"]
+        assert got == feed and [list(d) for d in got] == [list(d) for d in feed]
 
 
 @pytest.mark.parametrize("keys", [[7], ["b", "a", "c"], [10, 20, 30, 40], list(range(300)), ["k'\"{}", "\\n"]])
