@@ -7,7 +7,7 @@
  * are its parameters. Semantics follow the ONNX ops (NaN in, NaN out):
  *   RELU         max(x, 0)                          CLIP        min(max(x, a), b)
  *   LEAKYRELU    x < 0 ? a * x : x                  SIGMOID     1 / (1 + exp(-x))
- *   HARDSIGMOID  max(0, min(1, a * x + b))          HARDSWISH   x * max(0, min(1, x / 6 + 1 / 2))
+ *   HARDSIGMOID  max(0, min(1, a * x + b))          HARDSWISH   x * max(0, min(1, x * (1 / 6) + 1 / 2))
  *   TANH         tanh(x)                            SWISH       x * sigmoid(a * x)
  *   GELU         x / 2 * (1 + erf(x / sqrt(2)))     GELU_TANH   x / 2 * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 x^3)))
  *   MISH         x * tanh(softplus(x)), computed as x * n / (n + 2) with n = e^x (e^x + 2)
@@ -143,7 +143,7 @@ static inline int onnxc_act_row16(int act, float a, float *restrict x, int64_t n
             break;                                                                                 \
         case ONNXC_ACT_HARDSWISH:                                                                  \
             _Pragma("omp simd") for (int64_t j = 0; j < n; j++) {                                   \
-                T v = x[j] / 6 + (T)0.5;                                                           \
+                T v = x[j] * ((T)1 / 6) + (T)0.5;                                                  \
                 v = v < 0 ? (T)0 : v;                                                              \
                 x[j] = x[j] * (v > 1 ? (T)1 : v);                                                  \
             }                                                                                      \

@@ -4,12 +4,14 @@
  *                         and small convolutions through onnxc_sg_conv_rows and onnxc_sg_im2col_packed,
  *                         alpha / beta, 1 and 2 threads and epilogues, against a double-precision
  *                         reference (shapes of at most CAP multiply-adds, default 3e6); prints the
- *                         micro-kernel's ISA, then "OK" or the mismatches
+ *                         micro-kernel's ISA, then "OK" or the mismatches; with AVX-512 also that the
+ *                         activations applied in the micro-kernel's registers give the row loops' bits
  *   gemm_check pack M K N writes packed A (M x K, A[i][p] = i * K + p) and packed B (K x N,
  *                         B[p][j] = p * N + j) to stdout as raw float32, packed from transposed storage
  *                         too (the two must agree), for the layout test against gemm_layout.py
  */
 #include "onnxc_gemm.h"
+#include "onnxc_sgemm_kern.h"
 
 static float val(uint32_t *s) {
     *s = *s * 1664525u + 1013904223u;
@@ -189,10 +191,34 @@ static int pack(int64_t M, int64_t K, int64_t N) {
     return 0;
 }
 
+/* The activations the AVX-512 micro-kernel applies in registers give the bits of the row loops (onnxc_act.h)
+ * that the other epilogues run: over special values and a sweep, every activation the kernel accepts. */
+static int act_bits(void) {
+    int bad = 0;
+#if defined(__AVX512F__)
+    enum { n = 4096 };
+    static float x[n], y[n], z[n];
+    const float special[] = {NAN, -0.0f, 0.0f, -3.0f, 3.0f, INFINITY, -INFINITY, 1e-30f, -1e30f, 2.5f, -2.5f};
+    uint32_t st = 7;
+    for (int i = 0; i < n; i++) x[i] = i < 11 ? special[i] : i % 2 ? 8.0f * val(&st) : 1e3f * val(&st);
+    for (int act = 0; act <= ONNXC_ACT_MISH; act++) {
+        const onnxc_sg_epi e = {NULL, 0, NULL, 0, act, 0.2f, 0.6f};
+        if (!onnxc_sg_epi_in_kernel(&e)) continue;
+        memcpy(y, x, sizeof x);
+        onnxc_act_row_f(act, e.a, e.b, y, n);
+        for (int i = 0; i < n; i += 16) _mm512_storeu_ps(z + i, onnxc_sg_act512(act, e.a, e.b, _mm512_loadu_ps(x + i)));
+        for (int i = 0; i < n; i++)
+            if (memcmp(y + i, z + i, sizeof(float)) && bad++ < 10)
+                printf("activation %d of %g: rows %a, kernel %a\n", act, x[i], y[i], z[i]);
+    }
+#endif
+    return bad;
+}
+
 int main(int argc, char **argv) {
     if (argc == 5 && !strcmp(argv[1], "pack")) return pack(atoll(argv[2]), atoll(argv[3]), atoll(argv[4]));
     printf("isa %s\n", onnxc_sgemm_isa());
-    int bad = run(argc > 2 ? atof(argv[2]) : 3e6);
+    int bad = run(argc > 2 ? atof(argv[2]) : 3e6) | act_bits();
     printf(bad ? "FAIL\n" : "OK\n");
     return bad;
 }
