@@ -84,16 +84,63 @@ static inline __m512 onnxc_act_sigmoid16(__m512 x) {
     return _mm512_div_ps(one, _mm512_add_ps(one, _mm512_scalef_ps(p, n)));
 }
 
-/* Sigmoid, Swish and GELU's tanh form (x sigmoid(2u): 1 + tanh(u) = 2 sigmoid(2u), which also keeps the
+/* erf of 16 floats: onnxc_verff (onnxc_vmath.h) step for step, so a GELU applied in a GEMM tile and one applied
+ * to a row give the same bits as the vectorized scalar form: |x| clamped to 4; above 0.927734375,
+ * 1 - exp(r(t)) with the sign of x (the exponential as onnxc_vm_exp_normal, its last scaling contracted into
+ * the subtraction as the compiler does); below, x + x q(x^2). NaN stays NaN (the small branch keeps it). */
+static inline __m512 onnxc_act_erf16(__m512 a) {
+    const __m512 at = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(a), _mm512_set1_epi32(0x7fffffff)));
+    const __m512 four = _mm512_set1_ps(4.0f);
+    const __m512 t = _mm512_mask_mov_ps(at, _mm512_cmp_ps_mask(at, four, _CMP_GT_OQ), four);
+    const __m512 s = _mm512_mul_ps(t, t);
+    __m512 r = _mm512_fmadd_ps(_mm512_set1_ps(-1.72853470e-5f), t, _mm512_set1_ps(3.83197126e-4f));
+    const __m512 u = _mm512_fmadd_ps(_mm512_set1_ps(-3.88396438e-3f), t, _mm512_set1_ps(2.42546219e-2f));
+    r = _mm512_fmadd_ps(r, s, u);
+    r = _mm512_fmadd_ps(r, t, _mm512_set1_ps(-1.06777877e-1f));
+    r = _mm512_fmadd_ps(r, t, _mm512_set1_ps(-6.34846687e-1f));
+    r = _mm512_fmadd_ps(r, t, _mm512_set1_ps(-1.28717512e-1f));
+    r = _mm512_fmsub_ps(r, t, t);
+    /* exp(r), r in [-8.6, 0]: onnxc_vm_exp_normal */
+    const __m512 shift = _mm512_set1_ps(ONNXC_VM_SHIFT);
+    const __m512 e2 = _mm512_fmadd_ps(r, _mm512_set1_ps(1.44269504088896341f), shift);
+    const __m512 n = _mm512_sub_ps(e2, shift);
+    __m512 rr = _mm512_fmadd_ps(n, _mm512_set1_ps(-0.693359375f), r);
+    rr = _mm512_fmadd_ps(n, _mm512_set1_ps(2.12194440054690583e-4f), rr);
+    const __m512i ni = _mm512_sub_epi32(_mm512_castps_si512(e2), _mm512_castps_si512(shift));
+    const __m512i scale = _mm512_slli_epi32(_mm512_add_epi32(ni, _mm512_set1_epi32(127)), 23);
+    __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(1.9875691500e-4f), rr, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, rr, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, rr, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, rr, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, rr, _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(rr, rr), rr), _mm512_set1_ps(1.0f));
+    const __m512 one_minus = _mm512_fnmadd_ps(p, _mm512_castsi512_ps(scale), _mm512_set1_ps(1.0f));
+    const __m512 big = _mm512_castsi512_ps(_mm512_or_si512(
+        _mm512_and_si512(_mm512_castps_si512(one_minus), _mm512_set1_epi32(0x7fffffff)),
+        _mm512_and_si512(_mm512_castps_si512(a), _mm512_set1_epi32((int)0x80000000u))));
+    __m512 q = _mm512_fmadd_ps(_mm512_set1_ps(-5.96761703e-4f), s, _mm512_set1_ps(4.99119423e-3f));
+    q = _mm512_fmadd_ps(q, s, _mm512_set1_ps(-2.67681349e-2f));
+    q = _mm512_fmadd_ps(q, s, _mm512_set1_ps(1.12819925e-1f));
+    q = _mm512_fmadd_ps(q, s, _mm512_set1_ps(-3.76125336e-1f));
+    q = _mm512_fmadd_ps(q, s, _mm512_set1_ps(1.28379166e-1f));
+    const __m512 small = _mm512_fmadd_ps(q, a, a);
+    return _mm512_mask_mov_ps(small, _mm512_cmp_ps_mask(at, _mm512_set1_ps(0.927734375f), _CMP_GT_OQ), big);
+}
+
+/* Sigmoid, Swish, GELU (erf) and GELU's tanh form (x sigmoid(2u): 1 + tanh(u) = 2 sigmoid(2u), which also keeps the
  * negative tail from cancelling) on 16 lanes; av holds Swish's alpha. The AVX-512 GEMM micro-kernel applies
  * the same function in registers (onnxc_sgemm_kern.h), so both give identical bits. */
 static inline int onnxc_act_is_gated16(int act) {
-    return act == ONNXC_ACT_SIGMOID || act == ONNXC_ACT_SWISH || act == ONNXC_ACT_GELU_TANH;
+    return act == ONNXC_ACT_SIGMOID || act == ONNXC_ACT_SWISH || act == ONNXC_ACT_GELU_TANH || act == ONNXC_ACT_GELU;
 }
 
 static inline __attribute__((always_inline)) __m512 onnxc_act_gated16(int act, __m512 av, __m512 v) {
     if (act == ONNXC_ACT_SIGMOID) return onnxc_act_sigmoid16(v);
     if (act == ONNXC_ACT_SWISH) return _mm512_mul_ps(v, onnxc_act_sigmoid16(_mm512_mul_ps(av, v)));
+    if (act == ONNXC_ACT_GELU) /* 0.5 x (1 + erf(x / sqrt 2)), the row loop's order */
+        return _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.5f), v),
+                             _mm512_add_ps(_mm512_set1_ps(1.0f),
+                                           onnxc_act_erf16(_mm512_mul_ps(v, _mm512_set1_ps(0.70710678118654752440f)))));
     const __m512 k = _mm512_set1_ps(0.044715f), c = _mm512_set1_ps(2 * 0.79788456080286535588f);
     const __m512 u = _mm512_mul_ps(c, _mm512_fmadd_ps(_mm512_mul_ps(k, v), _mm512_mul_ps(v, v), v));
     return _mm512_mul_ps(v, onnxc_act_sigmoid16(u));

@@ -39,7 +39,7 @@
 
 /* The activations the kernel applies in registers, exactly as onnxc_act_row_f (MAXPS / MINPS return their
  * second operand on NaN and on equal values, which keeps NaN and -0.0 as the scalar comparisons do; Sigmoid,
- * Swish and tanh-form GELU are onnxc_act_gated16, which onnxc_act_row_f runs as well). */
+ * Swish and both GELU forms are onnxc_act_gated16, which onnxc_act_row_f runs as well). */
 static inline int onnxc_sg_epi_in_kernel(const onnxc_sg_epi *e) {
     return e && (e->act == ONNXC_ACT_NONE || e->act == ONNXC_ACT_RELU || e->act == ONNXC_ACT_CLIP ||
                  e->act == ONNXC_ACT_LEAKYRELU || e->act == ONNXC_ACT_HARDSIGMOID || e->act == ONNXC_ACT_HARDSWISH ||
@@ -52,14 +52,16 @@ static inline __attribute__((always_inline)) __m512 onnxc_sg_act512(int act, flo
     case ONNXC_ACT_CLIP: return _mm512_min_ps(_mm512_set1_ps(b), _mm512_max_ps(_mm512_set1_ps(a), x));
     case ONNXC_ACT_LEAKYRELU:
         return _mm512_mask_mul_ps(x, _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ), x, _mm512_set1_ps(a));
-    case ONNXC_ACT_HARDSIGMOID: /* (a x + b contracted to one FMA, as the row loops compile it) */
-        return _mm512_min_ps(_mm512_set1_ps(1.0f),
-                             _mm512_max_ps(_mm512_setzero_ps(), _mm512_fmadd_ps(_mm512_set1_ps(a), x, _mm512_set1_ps(b))));
-    case ONNXC_ACT_HARDSWISH:
-        return _mm512_mul_ps(x, _mm512_min_ps(_mm512_set1_ps(1.0f),
-                                              _mm512_max_ps(_mm512_setzero_ps(),
-                                                            _mm512_fmadd_ps(x, _mm512_set1_ps(1.0f / 6), _mm512_set1_ps(0.5f)))));
-    case ONNXC_ACT_SIGMOID: case ONNXC_ACT_SWISH: case ONNXC_ACT_GELU_TANH:  /* onnxc_act.h, as its rows do */
+    case ONNXC_ACT_HARDSIGMOID: { /* (a x + b contracted to one FMA, as the row loops compile it) */
+        const __m512 v = _mm512_fmadd_ps(_mm512_set1_ps(a), x, _mm512_set1_ps(b));
+        return _mm512_min_ps(_mm512_set1_ps(1.0f), _mm512_max_ps(_mm512_setzero_ps(), v));
+    }
+    case ONNXC_ACT_HARDSWISH: {
+        const __m512 v = _mm512_fmadd_ps(x, _mm512_set1_ps(1.0f / 6), _mm512_set1_ps(0.5f));
+        return _mm512_mul_ps(x, _mm512_min_ps(_mm512_set1_ps(1.0f), _mm512_max_ps(_mm512_setzero_ps(), v)));
+    }
+    case ONNXC_ACT_SIGMOID: case ONNXC_ACT_SWISH: case ONNXC_ACT_GELU_TANH: case ONNXC_ACT_GELU:
+        /* onnxc_act.h, as its rows do */
         return onnxc_act_gated16(act, _mm512_set1_ps(a), x);
     default: return x;
     }
