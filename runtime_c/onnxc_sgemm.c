@@ -25,6 +25,7 @@ typedef struct {
     int64_t ldc;
     const onnxc_sg_epi *epi;
     int b_pre; /* B was packed before the call (weights, read from memory): see onnxc_sg_stripe */
+    int64_t pc; /* onnxc_sg_stripe's current K slice (for A read in place) */
 } onnxc_sg_job;
 
 
@@ -227,6 +228,11 @@ static inline void onnxc_sg_tile(const onnxc_sg_job *J, int64_t kc, const float 
     float *c = J->C + i * J->ldc + j;
     const onnxc_sg_epi *ek = last && onnxc_sg_epi_in_kernel(J->epi) ? J->epi : NULL;
     if (last) onnxc_sg_epi_prefetch(J->epi, i, j + ONNXC_SG_NR, mr, nr);
+#ifdef ONNXC_SG_DIRECT_A
+    if (!a) { /* a full row panel of plain A, read in place: rows i .. i + 11, columns from pc */
+        onnxc_sg_micro_rows(kc, J->A + i * J->lda + (J->pc), J->lda, b, c, J->ldc, nr, J->alpha, beta, pf, pfs, ek, i, j);
+    } else
+#endif
     onnxc_sg_micro_x(kc, a, b, c, J->ldc, mr, nr, J->alpha, beta, pf, pfs, ek, i, j);
     if (last && J->epi && !ek) onnxc_sg_epilogue(J->epi, c, J->ldc, i, j, mr, nr);
 }
@@ -242,9 +248,16 @@ static inline void onnxc_sg_tile(const onnxc_sg_job *J, int64_t kc, const float 
  * Operands read from memory the first time (pre-packed weights) are requested ahead through the
  * micro-kernel's prefetch stream: the next A row panel while a row is computed, the next B panel while
  * a column is. */
-static inline void onnxc_sg_stripe(const onnxc_sg_job *J, int64_t m0, int64_t m1, int64_t n0, int64_t n1, float *Ab,
+static inline void onnxc_sg_stripe(const onnxc_sg_job *J0, int64_t m0, int64_t m1, int64_t n0, int64_t n1, float *Ab,
                                    float *Bb) {
+    onnxc_sg_job Jl = *J0;
+    onnxc_sg_job *J = &Jl;
     const int64_t K = J->K;
+#ifdef ONNXC_SG_DIRECT_A
+    const int direct = J->fa == ONNXC_SG_PLAIN; /* full row panels of A read in place, no packing */
+#else
+    const int direct = 0;
+#endif
     const int64_t MR = ONNXC_SG_MR, NR = ONNXC_SG_NR;
     for (int64_t jc = n0; jc < n1; jc += ONNXC_SG_NC) {
         const int64_t nc = n1 - jc < ONNXC_SG_NC ? n1 - jc : ONNXC_SG_NC, njr = (nc + NR - 1) / NR;
@@ -252,6 +265,7 @@ static inline void onnxc_sg_stripe(const onnxc_sg_job *J, int64_t m0, int64_t m1
             const int64_t kc = K - pc < ONNXC_SG_KC ? K - pc : ONNXC_SG_KC;
             const float beta = pc == 0 ? J->beta : 1.0f;
             const int last = pc + kc >= K;
+            J->pc = pc;
             const float *Bs;
             int64_t bps; /* elements between B panels */
             if (J->fb == ONNXC_SG_PACKED) {
@@ -269,6 +283,12 @@ static inline void onnxc_sg_stripe(const onnxc_sg_job *J, int64_t m0, int64_t m1
                 if (J->fa == ONNXC_SG_PACKED) {
                     As = J->A + (ic / MR) * K * MR + pc * MR;
                     aps = K * MR;
+                } else if (direct) { /* only a last partial row panel is packed, at its place in Ab */
+                    const int64_t full = mc / MR * MR;
+                    if (full < mc)
+                        onnxc_sg_pack_a(0, J->A + (ic + full) * J->lda + pc, J->lda, mc - full, kc, Ab + full * kc);
+                    As = Ab;
+                    aps = kc * MR;
                 } else {
                     onnxc_sg_pack_a(J->fa, J->fa ? J->A + pc * J->lda + ic : J->A + ic * J->lda + pc, J->lda, mc, kc,
                                     Ab);
@@ -287,8 +307,9 @@ static inline void onnxc_sg_stripe(const onnxc_sg_job *J, int64_t m0, int64_t m1
                         }
                         for (int64_t jr = 0; jr < nc; jr += NR) {
                             const int nr = nc - jr < NR ? (int)(nc - jr) : (int)NR;
-                            onnxc_sg_tile(J, kc, As + (ir / MR) * aps, Bs + (jr / NR) * bps, ic + ir, jc + jr, mr, nr,
-                                          beta, last, pfa ? pfa + (jr / NR) * pfs * kc : NULL, pfs);
+                            onnxc_sg_tile(J, kc, direct && mr == MR ? NULL : As + (ir / MR) * aps, Bs + (jr / NR) * bps,
+                                          ic + ir, jc + jr, mr, nr, beta, last, pfa ? pfa + (jr / NR) * pfs * kc : NULL,
+                                          pfs);
                         }
                     }
                 } else {
@@ -303,8 +324,8 @@ static inline void onnxc_sg_stripe(const onnxc_sg_job *J, int64_t m0, int64_t m1
                         }
                         for (int64_t ir = 0; ir < mc; ir += MR) {
                             const int mr = mc - ir < MR ? (int)(mc - ir) : (int)MR;
-                            onnxc_sg_tile(J, kc, As + (ir / MR) * aps, bp, ic + ir, jc + jr, mr, nr, beta, last,
-                                          pfb ? pfb + (ir / MR) * pfs * kc : NULL, pfs);
+                            onnxc_sg_tile(J, kc, direct && mr == MR ? NULL : As + (ir / MR) * aps, bp, ic + ir,
+                                          jc + jr, mr, nr, beta, last, pfb ? pfb + (ir / MR) * pfs * kc : NULL, pfs);
                         }
                     }
                 }
@@ -461,7 +482,7 @@ int onnxc_sgemm_ex(int threads, int64_t M, int64_t N, int64_t K, float alpha, co
                (double)M * (double)N * (double)K <= ONNXC_GEMM_SMALL) {
         onnxc_sxgemm_small(fa, fb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     } else {
-        onnxc_sg_job J = {K, alpha, beta, A, B, lda, ldb, fa, fb, C, ldc, epi, b_pre};
+        onnxc_sg_job J = {K, alpha, beta, A, B, lda, ldb, fa, fb, C, ldc, epi, b_pre, 0};
         int nt = threads > 1 && (double)M * (double)N * (double)K >= ONNXC_GEMM_PAR_MIN ? threads : 1;
         /* blocks of whole panels: stripes along N or M, whichever has more panels, ONNXC_SG_STRIPES per thread of
          * at least two panels each; when that dimension has too few panels to share out evenly (a 10x10 map's
@@ -482,7 +503,12 @@ int onnxc_sgemm_ex(int threads, int64_t M, int64_t N, int64_t K, float alpha, co
         }
         /* with threads, an operand several blocks read (A for stripes of columns, B for stripes of rows, either
          * when both are cut) is packed once, each thread packing some of its panels, instead of once per block */
-        const int share_a = along_n || cross > 1 ? fa != ONNXC_SG_PACKED : 0;
+#ifdef ONNXC_SG_DIRECT_A
+        const int a_in_place = fa == ONNXC_SG_PLAIN; /* (onnxc_sg_stripe reads it where it is) */
+#else
+        const int a_in_place = 0;
+#endif
+        const int share_a = (along_n || cross > 1 ? fa != ONNXC_SG_PACKED : 0) && !a_in_place;
         const int share = nt > 1 && (share_a || (!along_n || cross > 1 ? fb != ONNXC_SG_PACKED : 0));
         const int64_t shared_n = !share ? 0 : share_a ? onnxc_sg_packed_a_size(M, K) : onnxc_sg_packed_b_size(K, N);
         float *shared = share && shared_n <= ONNXC_SG_SHARED_MAX ? (float *)onnxc_alloc((size_t)shared_n * sizeof(float))
