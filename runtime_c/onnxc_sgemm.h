@@ -22,7 +22,8 @@
  * contiguous run starting at pc * 12 (pc * 32), which is what the micro-kernel reads.
  *
  * Algorithm (Goto/BLIS): C in NC-column blocks, K in KC slices, rows in MC blocks; B slices are packed
- * into 32-wide panels, A blocks into 12-tall panels (skipped for pre-packed operands), and the 12 x 32
+ * into 32-wide panels, A blocks into 12-tall panels (skipped for pre-packed operands; with AVX-512 a plain
+ * row-major A is read in place by whole 12-row panels, only a last partial panel packed), and the 12 x 32
  * micro-kernel of onnxc_sgemm_kern.h accumulates. Threads (when the product is large enough) take
  * stripes of whole panels along N or M, each with its own buffers. Vector shapes (M or N of 1) and tiny
  * products take unpacked paths.

@@ -22,7 +22,8 @@
  * The panel sizes are one layout for every target (weights packed at compile time do not depend on the
  * machine); each kernel tiles the 12 x 32 panel with its own register block:
  *   AVX-512F          12x32, 6 variants (4/8/12 rows x 1/2 vectors): 24 zmm accumulators, broadcasts
- *                     from packed A, masked stores on edges
+ *                     from packed A, masked stores on edges; onnxc_sg_micro_rows reads 12 rows of a
+ *                     row-major A in place (ONNXC_SG_DIRECT_A)
  *   AVX2 + FMA        6x16 sub-tiles (12 ymm accumulators)
  *   NEON (aarch64)    12x8 sub-tiles (24 q accumulators, fmla by lane)
  *   portable C        4x8 sub-tiles the compiler vectorizes
