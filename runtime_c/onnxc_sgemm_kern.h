@@ -103,13 +103,21 @@ static inline __attribute__((always_inline)) void onnxc_sg_store_row512(const in
     if (V > 1) _mm512_mask_storeu_ps(ci + 16, m1, x1);
 }
 
-/* R rows (4, 8 or 12) and V zmm vectors (1 or 2) of the 12 x 32 tile; always inlined with constants. */
-static inline __attribute__((always_inline)) void onnxc_sg_k512(const int R, const int V, int64_t kc,
-                                                                const float *restrict a, const float *restrict b,
-                                                                float *c, int64_t ldc, int mr, int nr, float alpha,
-                                                                float beta, const float *pf, int64_t pfs,
+/* R rows (4, 8 or 12) and V zmm vectors (1 or 2) of the 12 x 32 tile; always inlined with constants.
+ * D = 0: A is a packed panel (element (i, p) at a + p * 12 + i).
+ * D = 1: A is read where it is, 12 rows of a row-major matrix (element (i, p) at a + i * lda + p; R = 12). GEMMs
+ * whose A is an activation in row-major storage (x W with W pre-packed: every MatMul/Gemm of a transformer)
+ * skip packing A; the 12 row streams advance together, which the hardware prefetcher follows. Both read the
+ * same products in the same order, so both give the same bits. */
+#define ONNXC_SG_DIRECT_A 1
+static inline __attribute__((always_inline)) void onnxc_sg_k512(const int R, const int V, const int D, int64_t kc,
+                                                                const float *restrict a, int64_t lda,
+                                                                const float *restrict b, float *c, int64_t ldc,
+                                                                int mr, int nr, float alpha, float beta,
+                                                                const float *pf, int64_t pfs,
                                                                 const onnxc_sg_epi *e, int64_t ei, int64_t ej) {
     __m512 acc[12][2];
+    const float *rows[4] = {a, a + 3 * lda, a + 6 * lda, a + 9 * lda}; /* D: every third row's base */
 #pragma GCC unroll 12
     for (int i = 0; i < R; i++) {
         acc[i][0] = _mm512_setzero_ps();
@@ -122,7 +130,7 @@ static inline __attribute__((always_inline)) void onnxc_sg_k512(const int R, con
         const __m512 b0 = _mm512_loadu_ps(b);
         const __m512 b1 = V > 1 ? _mm512_loadu_ps(b + 16) : b0;
         _mm_prefetch((const char *)(b + 8 * ONNXC_SG_NR), _MM_HINT_T0);
-        _mm_prefetch((const char *)(a + 16 * ONNXC_SG_MR), _MM_HINT_T0);
+        if (!D) _mm_prefetch((const char *)(a + 16 * ONNXC_SG_MR), _MM_HINT_T0);
         if (pf) {
             _mm_prefetch((const char *)pf, _MM_HINT_T1);
             _mm_prefetch((const char *)(pf + 16), _MM_HINT_T1);
@@ -130,11 +138,11 @@ static inline __attribute__((always_inline)) void onnxc_sg_k512(const int R, con
         }
 #pragma GCC unroll 12
         for (int i = 0; i < R; i++) {
-            const __m512 ai = _mm512_set1_ps(a[i]);
+            const __m512 ai = _mm512_set1_ps(D ? rows[i / 3][p + (i % 3) * lda] : a[i]);
             acc[i][0] = _mm512_fmadd_ps(ai, b0, acc[i][0]);
             if (V > 1) acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);
         }
-        a += ONNXC_SG_MR;
+        if (!D) a += ONNXC_SG_MR;
         b += ONNXC_SG_NR;
     }
     const __mmask16 m0 = nr >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << nr) - 1);
@@ -147,71 +155,25 @@ static inline __attribute__((always_inline)) void onnxc_sg_k512(const int R, con
     }
 }
 
-/* 12 rows of A read where they are (row i at a + i * lda, no packing) and V zmm vectors (1 or 2) of the 12 x 32
- * tile: the same products and sums as onnxc_sg_k512 on the packed panel, so the same bits. GEMMs whose A is
- * an activation in row-major storage (x W with W pre-packed: every MatMul/Gemm of a transformer) skip
- * packing A; the 12 row streams advance together, which the hardware prefetcher follows. */
-#define ONNXC_SG_DIRECT_A 1
-static inline __attribute__((always_inline)) void onnxc_sg_k512_rows(const int V, int64_t kc, const float *a,
-                                                                     int64_t lda, const float *restrict b, float *c,
-                                                                     int64_t ldc, int nr, float alpha, float beta,
-                                                                     const float *pf, int64_t pfs,
-                                                                     const onnxc_sg_epi *e, int64_t ei, int64_t ej) {
-    __m512 acc[12][2];
-    const float *r0 = a, *r3 = a + 3 * lda, *r6 = a + 6 * lda, *r9 = a + 9 * lda;
-#pragma GCC unroll 12
-    for (int i = 0; i < 12; i++) {
-        acc[i][0] = acc[i][1] = _mm512_setzero_ps();
-        _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
-        if (V > 1) _mm_prefetch((const char *)(c + i * ldc + 16), _MM_HINT_T0);
-    }
-#pragma GCC unroll 2
-    for (int64_t p = 0; p < kc; p++) {
-        const __m512 b0 = _mm512_loadu_ps(b);
-        const __m512 b1 = V > 1 ? _mm512_loadu_ps(b + 16) : b0;
-        _mm_prefetch((const char *)(b + 8 * ONNXC_SG_NR), _MM_HINT_T0);
-        if (pf) {
-            _mm_prefetch((const char *)pf, _MM_HINT_T1);
-            _mm_prefetch((const char *)(pf + 16), _MM_HINT_T1);
-            pf += pfs;
-        }
-        const float av[12] = {r0[p], r0[p + lda], r0[p + 2 * lda], r3[p], r3[p + lda], r3[p + 2 * lda],
-                              r6[p], r6[p + lda], r6[p + 2 * lda], r9[p], r9[p + lda], r9[p + 2 * lda]};
-#pragma GCC unroll 12
-        for (int i = 0; i < 12; i++) {
-            const __m512 ai = _mm512_set1_ps(av[i]);
-            acc[i][0] = _mm512_fmadd_ps(ai, b0, acc[i][0]);
-            if (V > 1) acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);
-        }
-        b += ONNXC_SG_NR;
-    }
-    const __mmask16 m0 = nr >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << nr) - 1);
-    const __mmask16 m1 = nr >= 32 ? (__mmask16)0xFFFF : nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1) : 0;
-    const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
-#pragma GCC unroll 12
-    for (int i = 0; i < 12; i++)
-        onnxc_sg_store_row512(V, acc[i][0], acc[i][1], c + i * ldc, m0, m1, va, vb, beta, e, ei + i, ej);
-}
-
-/* onnxc_sg_micro_x for a full 12-row panel of A read in place (onnxc_sg_k512_rows). */
+/* onnxc_sg_micro_x for a full 12-row panel of A read in place (onnxc_sg_k512 with D = 1). */
 static inline void onnxc_sg_micro_rows(int64_t kc, const float *a, int64_t lda, const float *restrict b, float *c,
                                        int64_t ldc, int nr, float alpha, float beta, const float *pf, int64_t pfs,
                                        const onnxc_sg_epi *e, int64_t ei, int64_t ej) {
-    if (nr > 16) onnxc_sg_k512_rows(2, kc, a, lda, b, c, ldc, nr, alpha, beta, pf, pfs, e, ei, ej);
-    else onnxc_sg_k512_rows(1, kc, a, lda, b, c, ldc, nr, alpha, beta, pf, pfs, e, ei, ej);
+    if (nr > 16) onnxc_sg_k512(12, 2, 1, kc, a, lda, b, c, ldc, 12, nr, alpha, beta, pf, pfs, e, ei, ej);
+    else onnxc_sg_k512(12, 1, 1, kc, a, lda, b, c, ldc, 12, nr, alpha, beta, pf, pfs, e, ei, ej);
 }
 
 static inline void onnxc_sg_micro_x(int64_t kc, const float *restrict a, const float *restrict b, float *c,
                                     int64_t ldc, int mr, int nr, float alpha, float beta, const float *pf,
                                     int64_t pfs, const onnxc_sg_epi *e, int64_t ei, int64_t ej) {
     if (nr > 16) {
-        if (mr > 8) onnxc_sg_k512(12, 2, kc, a, b, c, ldc, mr, nr, alpha, beta, pf, pfs, e, ei, ej);
-        else if (mr > 4) onnxc_sg_k512(8, 2, kc, a, b, c, ldc, mr, nr, alpha, beta, pf, pfs, e, ei, ej);
-        else onnxc_sg_k512(4, 2, kc, a, b, c, ldc, mr, nr, alpha, beta, pf, pfs, e, ei, ej);
+        if (mr > 8) onnxc_sg_k512(12, 2, 0, kc, a, 0, b, c, ldc, mr, nr, alpha, beta, pf, pfs, e, ei, ej);
+        else if (mr > 4) onnxc_sg_k512(8, 2, 0, kc, a, 0, b, c, ldc, mr, nr, alpha, beta, pf, pfs, e, ei, ej);
+        else onnxc_sg_k512(4, 2, 0, kc, a, 0, b, c, ldc, mr, nr, alpha, beta, pf, pfs, e, ei, ej);
     } else {
-        if (mr > 8) onnxc_sg_k512(12, 1, kc, a, b, c, ldc, mr, nr, alpha, beta, pf, pfs, e, ei, ej);
-        else if (mr > 4) onnxc_sg_k512(8, 1, kc, a, b, c, ldc, mr, nr, alpha, beta, pf, pfs, e, ei, ej);
-        else onnxc_sg_k512(4, 1, kc, a, b, c, ldc, mr, nr, alpha, beta, pf, pfs, e, ei, ej);
+        if (mr > 8) onnxc_sg_k512(12, 1, 0, kc, a, 0, b, c, ldc, mr, nr, alpha, beta, pf, pfs, e, ei, ej);
+        else if (mr > 4) onnxc_sg_k512(8, 1, 0, kc, a, 0, b, c, ldc, mr, nr, alpha, beta, pf, pfs, e, ei, ej);
+        else onnxc_sg_k512(4, 1, 0, kc, a, 0, b, c, ldc, mr, nr, alpha, beta, pf, pfs, e, ei, ej);
     }
 }
 
