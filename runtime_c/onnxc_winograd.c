@@ -3,6 +3,8 @@
 #include "onnxc_act.h"
 #include "onnxc_pool.h"
 
+#include <stdatomic.h>
+
 #define ONNXC_WINO_L ONNXC_SG_NR /* tiles transformed together: one packed B panel */
 
 /* Transform matrices (rows), the BT and AT of codegen/kernels/conv_winograd.py (tests check the identity):
@@ -15,6 +17,8 @@
  * the last read tile 0's patch: their columns of the product are never stored). */
 typedef struct {
     int64_t img[ONNXC_WINO_L], h0[ONNXC_WINO_L], w0[ONNXC_WINO_L], off[ONNXC_WINO_L];
+    int32_t rel[ONNXC_WINO_L]; /* off[l] - off[0], when every one fits (narrow): the gathers vectorize */
+    int narrow;
 } onnxc_wino_tiles;
 
 /* o = B^T s (6 x 6) on ONNXC_WINO_L lanes: s[k * ss + l], o[i * os + l] */
@@ -55,6 +59,12 @@ static inline void onnxc_wino_locate(int64_t t0, int64_t T, int64_t TH, int64_t 
         tl->img[l] = t / (TH * TW), tl->h0[l] = r / TW * 4, tl->w0[l] = r % TW * 4;
         tl->off[l] = tl->img[l] * CXP + tl->h0[l] * XW + tl->w0[l];
     }
+    tl->narrow = 1;
+    for (int l = 0; l < ONNXC_WINO_L; l++) {
+        const int64_t r = tl->off[l] - tl->off[0];
+        tl->narrow &= r >= INT32_MIN && r <= INT32_MAX;
+        tl->rel[l] = (int32_t)r;
+    }
 }
 
 /* Whether the panel's tiles are all in one tile row of one image (consecutive, 4 columns apart). */
@@ -86,7 +96,7 @@ static inline void onnxc_wino_pad(const float *x, int64_t NC, int64_t IH, int64_
 
 /* Input transform of channel c (plane xc of the padded input) for one panel of tiles: V[p] rows at
  * v + p * ps (32 lanes each). */
-static inline void onnxc_wino_input(const float *xc, int64_t XW, const onnxc_wino_tiles *tl, float *v, int64_t ps) {
+static __attribute__((noinline)) void onnxc_wino_input(const float *xc, int64_t XW, const onnxc_wino_tiles *tl, float *v, int64_t ps) {
     float d[36 * ONNXC_WINO_L], t[36 * ONNXC_WINO_L];
     if (onnxc_wino_one_row(tl)) { /* consecutive tiles of one row: patches 4 apart */
         for (int i = 0; i < 6; i++)
@@ -94,6 +104,13 @@ static inline void onnxc_wino_input(const float *xc, int64_t XW, const onnxc_win
                 const float *s = xc + tl->off[0] + i * XW + j;
 #pragma omp simd
                 for (int l = 0; l < ONNXC_WINO_L; l++) d[(i * 6 + j) * ONNXC_WINO_L + l] = s[4 * l];
+            }
+    } else if (tl->narrow) { /* 32-bit offsets from the first tile's patch: vector gathers */
+        for (int i = 0; i < 6; i++)
+            for (int j = 0; j < 6; j++) {
+                const float *s = xc + tl->off[0] + i * XW + j;
+#pragma omp simd
+                for (int l = 0; l < ONNXC_WINO_L; l++) d[(i * 6 + j) * ONNXC_WINO_L + l] = s[tl->rel[l]];
             }
     } else {
         for (int i = 0; i < 6; i++)
@@ -109,7 +126,7 @@ static inline void onnxc_wino_input(const float *xc, int64_t XW, const onnxc_win
 
 /* Output transform of channel co for one panel of tiles (products at m + p * ps), then the epilogue and
  * the scatter of the 4x4 tiles into y. */
-static inline void onnxc_wino_output(const float *m, int64_t ps, const onnxc_wino_tiles *tl, int64_t M, int64_t co,
+static __attribute__((noinline)) void onnxc_wino_output(const float *m, int64_t ps, const onnxc_wino_tiles *tl, int64_t M, int64_t co,
                                      int64_t OH, int64_t OW, const onnxc_sg_epi *epi, float *y) {
     float t[24 * ONNXC_WINO_L], o[16 * ONNXC_WINO_L];
     for (int j = 0; j < 6; j++) onnxc_wino_at(m + j * ps, 6 * ps, t + j * ONNXC_WINO_L, 6 * ONNXC_WINO_L);
@@ -154,45 +171,52 @@ static inline void onnxc_wino_output(const float *m, int64_t ps, const onnxc_win
     }
 }
 
-/* One block of tiles of onnxc_wino_conv, in three parallel phases (onnxc_pool.h): input transforms, the 36
- * products, output transforms; a chunk of a transform phase is qin / qout consecutive (panel, channel) items. */
+/* The work of onnxc_wino_conv, one task per (group of panels, part of the output channels) on the runtime's pool
+ * (onnxc_pool.h). A task runs all three steps on its own buffers: the input transform of its panels (every
+ * channel) into V, the 36 GEMMs of its output channels into P, the output transform of those channels. V and P
+ * stay in the core's own cache from the step that writes them to the step that reads them; only U and the
+ * padded input are shared, and read-only. */
 typedef struct {
-    const float *U;
-    float *y, *xp, *V, *P;
+    const float *U, *xp;
+    float *y;
     const onnxc_sg_epi *epi;
-    int64_t t0, T, TH, TW, C, M, XP, XW, OH, OW, PA, np, Tp, vs, ms, qin, qout;
+    int64_t T, TH, TW, C, M, XP, XW, OH, OW, PA;
+    int64_t panels, groups, mparts, mblk; /* panels of 32 tiles, their groups, the cuts of M (in 12-row panels) */
+    int64_t gmax;                         /* most panels in a group (the buffers' size) */
+    _Atomic int status;
+    float *buf[ONNXC_POOL_MAX];           /* per slot: V (36 x C x 32 gmax), then P (36 x M x 32 gmax) */
 } onnxc_wino_par;
 
-static void onnxc_wino_in_task(void *ctx, int64_t chunk, int slot) {
-    (void)slot;
-    const onnxc_wino_par *W = (const onnxc_wino_par *)ctx;
-    const int64_t C = W->C, q1 = (chunk + 1) * W->qin < W->np * C ? (chunk + 1) * W->qin : W->np * C;
-    onnxc_wino_tiles tl;
-    int64_t at = -1; /* the panel tl describes */
-    for (int64_t q = chunk * W->qin; q < q1; q++) {
-        const int64_t pan = q / C, c = q % C;
-        if (pan != at) onnxc_wino_locate(W->t0 + pan * ONNXC_WINO_L, W->T, W->TH, W->TW, C * W->XP, W->XW, &tl), at = pan;
-        onnxc_wino_input(W->xp + c * W->XP, W->XW, &tl, W->V + pan * C * ONNXC_WINO_L + c * ONNXC_WINO_L, W->vs);
+static void onnxc_wino_task(void *ctx, int64_t item, int slot) {
+    onnxc_wino_par *W = (onnxc_wino_par *)ctx;
+    const int64_t C = W->C, M = W->M, gi = item / W->mparts, mi = item % W->mparts;
+    const int64_t p0 = gi * W->panels / W->groups, p1 = (gi + 1) * W->panels / W->groups, np = p1 - p0;
+    const int64_t m0 = mi * W->mblk / W->mparts * ONNXC_SG_MR;
+    int64_t m1 = (mi + 1) * W->mblk / W->mparts * ONNXC_SG_MR;
+    m1 = m1 < M ? m1 : M;
+    if (np <= 0 || m0 >= m1) return;
+    if (!W->buf[slot])
+        W->buf[slot] = (float *)onnxc_alloc((size_t)(36 * (C + M) * W->gmax * ONNXC_WINO_L) * sizeof(float));
+    float *V = W->buf[slot];
+    if (!V) {
+        atomic_store_explicit(&W->status, ONNXC_ERR_MEMORY, memory_order_relaxed);
+        return;
     }
-}
-
-static void onnxc_wino_gemm_task(void *ctx, int64_t p, int slot) {
-    (void)slot;
-    const onnxc_wino_par *W = (const onnxc_wino_par *)ctx;
-    onnxc_sgemm_ex(1, W->M, W->Tp, W->C, 1.0f, W->U + p * W->PA, 0, ONNXC_SG_PACKED, W->V + p * W->vs, 0,
-                   ONNXC_SG_PACKED_B_HOT, 0.0f, W->P + p * W->ms, W->Tp, NULL);
-}
-
-static void onnxc_wino_out_task(void *ctx, int64_t chunk, int slot) {
-    (void)slot;
-    const onnxc_wino_par *W = (const onnxc_wino_par *)ctx;
-    const int64_t M = W->M, q1 = (chunk + 1) * W->qout < W->np * M ? (chunk + 1) * W->qout : W->np * M;
+    const int64_t Tp = np * ONNXC_WINO_L, mn = m1 - m0, vs = C * Tp, ms = mn * Tp; /* point strides of V and P */
+    float *P = V + 36 * vs;
     onnxc_wino_tiles tl;
-    int64_t at = -1;
-    for (int64_t q = chunk * W->qout; q < q1; q++) {
-        const int64_t pan = q / M, co = q % M;
-        if (pan != at) onnxc_wino_locate(W->t0 + pan * ONNXC_WINO_L, W->T, W->TH, W->TW, W->C * W->XP, W->XW, &tl), at = pan;
-        onnxc_wino_output(W->P + co * W->Tp + pan * ONNXC_WINO_L, W->ms, &tl, M, co, W->OH, W->OW, W->epi, W->y);
+    for (int64_t pan = 0; pan < np; pan++) {
+        onnxc_wino_locate((p0 + pan) * ONNXC_WINO_L, W->T, W->TH, W->TW, C * W->XP, W->XW, &tl);
+        for (int64_t c = 0; c < C; c++)
+            onnxc_wino_input(W->xp + c * W->XP, W->XW, &tl, V + pan * C * ONNXC_WINO_L + c * ONNXC_WINO_L, vs);
+    }
+    for (int p = 0; p < 36; p++)
+        onnxc_sgemm_ex(1, mn, Tp, C, 1.0f, W->U + p * W->PA + m0 * C, 0, ONNXC_SG_PACKED, V + p * vs, 0,
+                       ONNXC_SG_PACKED_B_HOT, 0.0f, P + p * ms, Tp, NULL);
+    for (int64_t pan = 0; pan < np; pan++) {
+        onnxc_wino_locate((p0 + pan) * ONNXC_WINO_L, W->T, W->TH, W->TW, C * W->XP, W->XW, &tl);
+        for (int64_t co = m0; co < m1; co++)
+            onnxc_wino_output(P + (co - m0) * Tp + pan * ONNXC_WINO_L, ms, &tl, M, co, W->OH, W->OW, W->epi, W->y);
     }
 }
 
@@ -277,43 +301,78 @@ int onnxc_wino_filter(int threads, const float *w, int64_t M, int64_t C, float *
     return 0;
 }
 
+/* The estimated time of a task of onnxc_wino_conv with `tiles` tiles (its GEMMs in steps of 16 columns) and
+ * `rows` output channels, in multiply-adds of its GEMMs: the input transform costs about 43 per tile and input
+ * channel, the output transform 29 per tile and output channel, and each task 36 GEMM calls (1t, 64 -> 64). */
+static double onnxc_wino_cost(int64_t tiles, int64_t rows, int64_t C) {
+    const double t16 = (double)((tiles + 15) / 16 * 16);
+    return t16 * (43.0 * (double)C + (double)rows * ((double)C + 29.0)) + 36.0 * 2000.0;
+}
+
+/* How onnxc_wino_conv cuts its work: `groups` groups of panels (32 tiles each) whose V and P fit `budget` floats,
+ * each cut into `mparts` parts of the output channels (each part transforms the input again). Among the group
+ * sizes the budget allows and up to 8 parts, the one whose tasks, dealt to the least loaded of `threads`
+ * threads in order as the pool does, finish first; at equal time the fewer tasks. */
+static void onnxc_wino_plan(int threads, int64_t T, int64_t C, int64_t M, int64_t budget, int64_t *groups,
+                            int64_t *mparts) {
+    const int64_t panels = (T + ONNXC_WINO_L - 1) / ONNXC_WINO_L, mblk = (M + ONNXC_SG_MR - 1) / ONNXC_SG_MR;
+    int64_t gmax = budget / (36 * (C + M) * ONNXC_WINO_L);
+    gmax = gmax < 1 ? 1 : gmax > panels ? panels : gmax;
+    *groups = (panels + gmax - 1) / gmax;
+    *mparts = 1;
+    if (threads <= 1) return;
+    const int nt = threads < ONNXC_POOL_MAX ? threads : ONNXC_POOL_MAX;
+    double best = -1.0;
+    int64_t best_items = 0;
+    for (int64_t g = gmax; g >= 1; g--) {
+        const int64_t ng = (panels + g - 1) / g;
+        if (g < gmax && (panels + g) / (g + 1) == ng) continue; /* the same groups as a larger size */
+        for (int64_t mp = 1; mp <= mblk && mp <= 8; mp++) {
+            double load[ONNXC_POOL_MAX] = {0};
+            for (int64_t gi = 0; gi < ng; gi++) {
+                const int64_t p0 = gi * panels / ng, p1 = (gi + 1) * panels / ng;
+                const int64_t t1 = p1 * ONNXC_WINO_L < T ? p1 * ONNXC_WINO_L : T, tiles = t1 - p0 * ONNXC_WINO_L;
+                for (int64_t mi = 0; mi < mp; mi++) {
+                    int64_t r0 = mi * mblk / mp * ONNXC_SG_MR, r1 = (mi + 1) * mblk / mp * ONNXC_SG_MR;
+                    r1 = r1 < M ? r1 : M;
+                    int k = 0;
+                    for (int i = 1; i < nt; i++) k = load[i] < load[k] ? i : k;
+                    load[k] += onnxc_wino_cost(tiles, r1 - r0, C);
+                }
+            }
+            double span = 0.0;
+            for (int i = 0; i < nt; i++) span = load[i] > span ? load[i] : span;
+            if (best < 0 || span < best * 0.999 || (span <= best * 1.001 && ng * mp < best_items)) {
+                best = span;
+                best_items = ng * mp;
+                *groups = ng;
+                *mparts = mp;
+            }
+        }
+    }
+}
+
 /* See onnxc_winograd.h. */
 int onnxc_wino_conv(int threads, const float *x, const float *U, float *y, int64_t N, int64_t C, int64_t IH,
                     int64_t IW, int64_t M, int64_t OH, int64_t OW, int64_t PH, int64_t PW, const onnxc_sg_epi *epi,
                     int64_t budget) {
     const int64_t TH = (OH + 3) / 4, TW = (OW + 3) / 4, T = N * TH * TW;
     if (T <= 0 || M <= 0) return 0;
-    int64_t TB = budget / (36 * (C + M)) / ONNXC_WINO_L * ONNXC_WINO_L;
-    const int64_t Tall = (T + ONNXC_WINO_L - 1) / ONNXC_WINO_L * ONNXC_WINO_L;
-    if (TB < ONNXC_WINO_L) TB = ONNXC_WINO_L;
-    if (TB > Tall) TB = Tall;
     const int64_t PA = onnxc_sg_packed_a_size(M, C), XH = TH * 4 + 2, XW = TW * 4 + 2, XP = XH * XW;
     float *xp = (float *)onnxc_alloc((size_t)(N * C * XP) * sizeof(float));
-    float *V = (float *)onnxc_alloc((size_t)(36 * C * TB) * sizeof(float));
-    float *P = (float *)onnxc_alloc((size_t)(36 * M * TB) * sizeof(float));
-    if (!xp || !V || !P) {
-        free(xp);
-        free(V);
-        free(P);
-        return ONNXC_ERR_MEMORY;
-    }
+    if (!xp) return ONNXC_ERR_MEMORY;
     {
         const int64_t n = onnxc_chunks(threads, (double)(N * C * XP), ONNXC_COPY_GRAIN);
         const onnxc_wino_padpar Q = {x, xp, N * C, IH, IW, PH, PW, XH, XW, (N * C + n - 1) / n};
         onnxc_parallel(threads, (N * C + Q.per - 1) / Q.per, onnxc_wino_pad_task, (void *)&Q);
     }
-    for (int64_t t0 = 0; t0 < T; t0 += TB) {
-        const int64_t np = ((T - t0 < TB ? T - t0 : TB) + ONNXC_WINO_L - 1) / ONNXC_WINO_L, Tp = np * ONNXC_WINO_L;
-        const int64_t vs = C * Tp, ms = M * Tp; /* point strides of V and P */
-        const int64_t nin = onnxc_chunks(threads, (double)(np * C), 1.0), nout = onnxc_chunks(threads, (double)(np * M), 1.0);
-        const onnxc_wino_par W = {U, y, xp, V, P, epi, t0, T, TH, TW, C, M, XP, XW, OH, OW, PA, np, Tp, vs, ms,
-                                  (np * C + nin - 1) / nin, (np * M + nout - 1) / nout};
-        onnxc_parallel(threads, (np * C + W.qin - 1) / W.qin, onnxc_wino_in_task, (void *)&W);
-        onnxc_parallel(threads, 36, onnxc_wino_gemm_task, (void *)&W);
-        onnxc_parallel(threads, (np * M + W.qout - 1) / W.qout, onnxc_wino_out_task, (void *)&W);
-    }
+    const int64_t panels = (T + ONNXC_WINO_L - 1) / ONNXC_WINO_L, mblk = (M + ONNXC_SG_MR - 1) / ONNXC_SG_MR;
+    int64_t groups, mparts;
+    onnxc_wino_plan(threads, T, C, M, budget, &groups, &mparts);
+    const int64_t gmax = (panels + groups - 1) / groups;
+    onnxc_wino_par W = {U, xp, y, epi, T, TH, TW, C, M, XP, XW, OH, OW, PA, panels, groups, mparts, mblk, gmax, 0, {NULL}};
+    onnxc_parallel(threads, groups * mparts, onnxc_wino_task, &W);
+    for (int i = 0; i < ONNXC_POOL_MAX; i++) free(W.buf[i]);
     free(xp);
-    free(V);
-    free(P);
-    return 0;
+    return W.status;
 }

@@ -15,13 +15,16 @@
  * 0, 1, -1, 1/2, -1/2 and infinity, whose float32 error is about half that of 0, +-1, +-2.
  *
  * U holds 36 packed A operands (M x C each, the layout of onnxc_sg_pack_a), point p = 6 i + j at
- * p * onnxc_sg_packed_a_size(M, C). Tiles of all images are numbered together and processed in blocks of
- * up to `budget / (36 (C + M))` tiles (a multiple of 32, the GEMM's B panel width) so the transformed
- * block stays in L2. The input is first copied into a zero-padded buffer covering every tile's patch
- * (so the gathers need no bounds checks); then per block, on `threads` threads of the runtime's pool: the input
- * transform writes V straight into packed B panels (36 operands C x tiles), the 36 GEMMs run one per
- * thread at a time, and the output transform adds bias and residual, applies the activation and
- * scatters the 4x4 tiles into y. Returns 0 or ONNXC_ERR_MEMORY.
+ * p * onnxc_sg_packed_a_size(M, C). The input is first copied into a zero-padded buffer covering every tile's
+ * patch (so the gathers need no bounds checks). Tiles of all images are numbered together, in panels of 32 (the
+ * GEMM's B panel width), and the work is cut into tasks on `threads` threads of the runtime's pool: a group of
+ * panels whose transformed input and products, `36 (C + M) 32` floats a panel, stay within `budget` floats (the
+ * core's L2), times a part of the output channels when the groups alone would leave threads idle
+ * (onnxc_wino_plan). Each task runs everything on its own buffers: the input transform writes V straight into
+ * packed B panels (36 operands C x tiles), the 36 GEMMs of its output channels, and the output transform,
+ * which adds bias and residual, applies the activation and scatters the 4x4 tiles into y. V and P never move
+ * between cores, and every output is computed by one task in the same order whatever the thread count (the
+ * same bits). Returns 0 or ONNXC_ERR_MEMORY.
  */
 #ifndef ONNXC_WINOGRAD_H
 #define ONNXC_WINOGRAD_H

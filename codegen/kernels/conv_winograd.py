@@ -61,7 +61,7 @@ FAIR_USE = 0.35  # from this use on, a map takes the path only with Cin * Cout i
 SMALL_MAP_WEIGHTS = (128 * 128, 256 * 256)  # this range (inclusive)
 RUNTIME_MIN_POSITIONS = 1024  # maps from this size on (32x32) transform the filter per call when not stored
 TRANSFORM_COST = 300  # flops a per-call filter transform costs per channel pair (the budget's unit)
-BUDGET = 1 << 19  # floats of transformed input + products per tile block (2 MiB: about the L2)
+BUDGET = 1 << 19  # floats of transformed input + products per task (2 MiB: about one core's L2)
 ENV_SWITCH = "ONNXC_WINOGRAD"
 
 _F = Fraction

@@ -140,6 +140,22 @@ def test_epilogue_two_threads_no_bias():
           x_decl=["N", 64, 30, 29], pads=[1, 1, 1, 1])
 
 
+@pytest.mark.parametrize("xs,ws", [
+    ([1, 128, 14, 14], [128, 128, 3, 3]),   # one panel of tiles: the output channels cut among the threads
+    ([1, 64, 40, 40], [64, 64, 3, 3]),      # 3 full panels and a partial one
+    ([3, 40, 45, 43], [76, 40, 3, 3]),      # many panels in several groups, tiles across images
+])
+def test_threads_same_bits(xs, ws):
+    """Whatever the pool does with the work (groups of tiles, parts of the output channels: onnxc_wino_plan),
+    every output is computed by one task in the same order, so 2 threads give the bits of 1."""
+    m, ref, feeds = _model(xs, ws, True, True, "Relu", None, None, {"pads": [1, 1, 1, 1]})
+    one, two = onnxc.compile(m, threads=1), onnxc.compile(m, threads=2)
+    assert MARK in one.c_source and MARK in two.c_source
+    got = two.run(feeds)["y"]
+    np.testing.assert_array_equal(got, one.run(feeds)["y"])
+    np.testing.assert_allclose(got, ReferenceEvaluator(ref).run(None, feeds)[0], rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("xs,ws,attrs", [
     ([1, 12, 32, 32], [64, 12, 3, 3], {"pads": [1, 1, 1, 1]}),        # too few input channels
     ([1, 64, 32, 32], [12, 64, 3, 3], {"pads": [1, 1, 1, 1]}),        # too few output channels
