@@ -3,6 +3,7 @@
 #include "onnxc_conv_implicit.h"
 #include "onnxc_sgemm_kern.h"
 #include "onnxc_pool.h"
+#include "onnxc_cut.h"
 
 #if ONNXC_CI_AVAILABLE
 /* The valid lanes (mask m) of v stored contiguously at y, and their inverse: the register forms of compress and
@@ -88,23 +89,26 @@ static inline __attribute__((always_inline)) void onnxc_ci_k512(const int R, int
 }
 
 typedef struct {
-    int64_t M, K, XWs, OH, OW, OP, VP, tiles, per, ldy;
+    int64_t M, K, XWs, OH, OW, OP, VP, ldy;
+    onnxc_cut cut;
     const float *Ap, *xp;
     const int64_t *koff;
     float *Y;
     const onnxc_sg_epi *epi;
 } onnxc_ci_par;
 
-/* A chunk of tiles, all K slices (so the slices of an output add up in the same order whoever runs them). */
+/* A chunk of tiles and output channels (onnxc_cut.h), all K slices (so the slices of an output add up in the
+ * same order whoever runs them). */
 static void onnxc_ci_task(void *ctx, int64_t chunk, int slot) {
     (void)slot;
     const onnxc_ci_par *P = (const onnxc_ci_par *)ctx;
-    const int64_t NR = ONNXC_SG_NR, M = P->M, K = P->K, XWs = P->XWs, OW = P->OW, VP = P->VP, ldy = P->ldy;
+    const int64_t NR = ONNXC_SG_NR, K = P->K, XWs = P->XWs, OW = P->OW, VP = P->VP, ldy = P->ldy;
     const float *Ap = P->Ap, *xp = P->xp;
     const int64_t *koff = P->koff;
     float *Y = P->Y;
     const onnxc_sg_epi *epi = P->epi, *ek = onnxc_sg_epi_in_kernel(epi) ? epi : NULL;
-    const int64_t t0 = chunk * P->per, t1 = t0 + P->per < P->tiles ? t0 + P->per : P->tiles;
+    int64_t t0, t1, r0, r1; /* tiles and output channels */
+    onnxc_cut_item(&P->cut, chunk, &t0, &t1, &r0, &r1);
     for (int64_t pc = 0; pc < K; pc += ONNXC_SG_KC) {
         const int64_t kc = K - pc < ONNXC_SG_KC ? K - pc : ONNXC_SG_KC;
         const int last = pc + kc >= K;
@@ -130,8 +134,8 @@ static void onnxc_ci_task(void *ctx, int64_t chunk, int slot) {
         const int lfull = v0 + NR <= VP;
         const uint32_t lanes = lfull ? 0xFFFFFFFFu : (1u << (VP - v0)) - 1u;
         const __mmask16 l0 = (__mmask16)(lanes & 0xFFFF), l1 = (__mmask16)(lanes >> 16);
-        for (int64_t ir = 0; ir < M; ir += ONNXC_SG_MR) {
-            const int mr = M - ir < ONNXC_SG_MR ? (int)(M - ir) : (int)ONNXC_SG_MR;
+        for (int64_t ir = r0; ir < r1; ir += ONNXC_SG_MR) {
+            const int mr = r1 - ir < ONNXC_SG_MR ? (int)(r1 - ir) : (int)ONNXC_SG_MR;
             const float *a = Ap + ir * K + pc * ONNXC_SG_MR;
             float *y = Y + ir * ldy + yp;
             const onnxc_sg_epi *e = last ? ek : NULL;
@@ -157,10 +161,10 @@ int onnxc_ci_conv_ld(int threads, int64_t M, int64_t K, const float *Ap, const f
                      int64_t XWs, int64_t OH, int64_t OW, float *Y, int64_t ldy, const onnxc_sg_epi *epi) {
     const int64_t NR = ONNXC_SG_NR, OP = OH * OW, VP = OH * XWs, tiles = (VP + NR - 1) / NR;
     if (M <= 0 || OP <= 0) return 0;
-    int64_t n = onnxc_chunks(threads, (double)M * (double)K * (double)OP, ONNXC_GEMM_PAR_MIN);
-    if (n > tiles) n = tiles;
-    onnxc_ci_par P = {M, K, XWs, OH, OW, OP, VP, tiles, (tiles + n - 1) / n, ldy, Ap, xp, koff, Y, epi};
-    onnxc_parallel(threads, (tiles + P.per - 1) / P.per, onnxc_ci_task, &P);
+    const int64_t n = onnxc_chunks(threads, (double)M * (double)K * (double)OP, ONNXC_GEMM_PAR_MIN);
+    onnxc_ci_par P = {M, K, XWs, OH, OW, OP, VP, ldy, onnxc_cut_plan(threads, n, tiles, VP - (tiles - 1) * NR, M, K, 0.0),
+                      Ap, xp, koff, Y, epi};
+    onnxc_parallel(threads, P.cut.items, onnxc_ci_task, &P);
     return 0;
 }
 

@@ -3,6 +3,7 @@
 #include "onnxc_gemm.h"
 #include "onnxc_sgemm_kern.h"
 #include "onnxc_pool.h"
+#include "onnxc_cut.h"
 
 #include <stdatomic.h>
 
@@ -571,11 +572,12 @@ int onnxc_sgemm_ref(int transA, int transB, int64_t M, int64_t N, int64_t K, flo
  * k = (c, kd, kh, kw).
  * Output positions go in tiles of 32; a tile is a few row segments, and its K slice of B is built with
  * one fixed 32-float copy per segment and tap (each overwriting the previous one's overrun; no bounds
- * logic: the padding is in xp) into an L1-sized panel shared by all row panels of A. Threads take chunks of
- * tiles (all K slices of a tile in one chunk, so the slices of an output add up in the same order whoever runs
- * them). */
+ * logic: the padding is in xp) into an L1-sized panel shared by the row panels of A. Threads take chunks of
+ * tiles, or of tiles and output channels when the tiles are few (onnxc_cut.h); all K slices of a tile in one
+ * chunk, so the slices of an output add up in the same order whoever runs them. */
 typedef struct {
-    int64_t M, K, XH, XW, OD, OH, OW, SD, SH, SW, OP, tiles, per;
+    int64_t M, K, XH, XW, OD, OH, OW, SD, SH, SW, OP;
+    onnxc_cut cut;
     const float *Ap, *xp;
     const int64_t *koff;
     float *Y;
@@ -584,6 +586,7 @@ typedef struct {
     float *bp[ONNXC_POOL_MAX]; /* per slot: one panel of KC x 32, plus the overrun of the last row's copies */
 } onnxc_sg_rows_par;
 
+#define ROWS_COPY 16.0 /* a tile's B-panel copy costs about the GEMM of 16 output channels (onnxc_cut.h) */
 #define ROWS_PF 8 /* taps ahead whose source rows the B-panel copy prefetches (128->64 3x3 20x20: -2%) */
 static void onnxc_sg_conv_rows_task(void *ctx, int64_t chunk, int slot) {
     onnxc_sg_rows_par *P = (onnxc_sg_rows_par *)ctx;
@@ -599,7 +602,8 @@ static void onnxc_sg_conv_rows_task(void *ctx, int64_t chunk, int slot) {
         atomic_store_explicit(&P->status, ONNXC_ERR_MEMORY, memory_order_relaxed);
         return;
     }
-    const int64_t t0 = chunk * P->per, t1 = t0 + P->per < P->tiles ? t0 + P->per : P->tiles;
+    int64_t t0, t1, m0, m1;
+    onnxc_cut_item(&P->cut, chunk, &t0, &t1, &m0, &m1);
     for (int64_t pc = 0; pc < K; pc += ONNXC_SG_KC) {
         const int64_t kc = K - pc < ONNXC_SG_KC ? K - pc : ONNXC_SG_KC;
         const int last = pc + kc >= K;
@@ -642,15 +646,15 @@ static void onnxc_sg_conv_rows_task(void *ctx, int64_t chunk, int slot) {
                 }
             }
             float *y = Y + j0;
-            for (int64_t ir = 0; ir < M; ir += ONNXC_SG_MR) {
-                const int mr = M - ir < ONNXC_SG_MR ? (int)(M - ir) : ONNXC_SG_MR;
+            for (int64_t ir = m0; ir < m1; ir += ONNXC_SG_MR) {
+                const int mr = m1 - ir < ONNXC_SG_MR ? (int)(m1 - ir) : ONNXC_SG_MR;
                 float *c = y + ir * OP;
                 if (last) onnxc_sg_epi_prefetch(epi, ir, j0 + ONNXC_SG_NR, mr, nr);
                 /* the thread's first tile of a slice reads the filter from memory: request the next panel */
                 const float *pf = NULL;
                 if (first) {
-                    if (ir + ONNXC_SG_MR < M) pf = Ap + (ir + ONNXC_SG_MR) * K + pc * ONNXC_SG_MR;
-                    else if (pc + kc < K) pf = Ap + (pc + kc) * ONNXC_SG_MR;
+                    if (ir + ONNXC_SG_MR < m1) pf = Ap + (ir + ONNXC_SG_MR) * K + pc * ONNXC_SG_MR;
+                    else if (pc + kc < K) pf = Ap + m0 * K + (pc + kc) * ONNXC_SG_MR;
                 }
                 const onnxc_sg_epi *ek = last && onnxc_sg_epi_in_kernel(epi) ? epi : NULL;
                 onnxc_sg_micro_x(kc, Ap + ir * K + pc * ONNXC_SG_MR, bp, c, OP, mr, nr, 1.0f,
@@ -669,10 +673,10 @@ int onnxc_sg_conv_rows(int threads, int64_t M, int64_t K, const float *Ap, const
     const int64_t OP = OD * OH * OW, tiles = (OP + ONNXC_SG_NR - 1) / ONNXC_SG_NR;
     if (M <= 0 || tiles <= 0) return 0;
     const int64_t nch = onnxc_chunks(threads, (double)M * (double)K * (double)OP, ONNXC_GEMM_PAR_MIN);
-    onnxc_sg_rows_par P = {M, K, XH, XW, OD, OH, OW, SD, SH, SW, OP, tiles, 0, Ap, xp, koff, Y, epi, 0, {NULL}};
-    const int64_t n = nch < tiles ? nch : tiles;
-    P.per = (tiles + n - 1) / n;
-    onnxc_parallel(threads, (tiles + P.per - 1) / P.per, onnxc_sg_conv_rows_task, &P);
+    onnxc_sg_rows_par P = {M, K, XH, XW, OD, OH, OW, SD, SH, SW, OP,
+                           onnxc_cut_plan(threads, nch, tiles, OP - (tiles - 1) * ONNXC_SG_NR, M, K, ROWS_COPY),
+                           Ap, xp, koff, Y, epi, 0, {NULL}};
+    onnxc_parallel(threads, P.cut.items, onnxc_sg_conv_rows_task, &P);
     for (int i = 0; i < ONNXC_POOL_MAX; i++) free(P.bp[i]);
     return P.status ? ONNXC_ERR_MEMORY : 0;
 }

@@ -14,7 +14,7 @@ serves all. Conv picks a path at compile time:
   32-float copy per row segment and tap, no bounds logic, an L1-sized panel per tile).
 
 - ``implicit`` (float, constant filter, 1-D/2-D, AVX-512 targets; IMPLICIT_MAX_M / IMPLICIT_MIN_TAPS /
-  IMPLICIT_PW_MIN_K below say when; pointwise ones read X in place): no B copies at all, the micro-kernel reads each B row from a copy of the input
+  IMPLICIT_SMALL_MAP / IMPLICIT_PW_MIN_K below say when; pointwise ones read X in place): no B copies at all, the micro-kernel reads each B row from a copy of the input
   split by stride phase along both axes (runtime_c/onnxc_conv_implicit.h); the other paths stay in the
   C as the fallback for targets without AVX-512.
 
@@ -63,6 +63,10 @@ IMPLICIT_SWITCH = "ONNXC_IMPLICIT_CONV"
 # rows (7x7 stem 0.93x, 16->32 5x5 0.9x); with 64+ channels and a 3x3 kernel the copied panel, read
 # once per row panel from L1, wins (3x3 stride 2, 128 channels: 1.2x)
 IMPLICIT_MAX_M = 48
+# ...and on small maps at stride 1, whatever the channels, where the implicit GEMM's chunks can cut the output
+# channels at no copy cost (runtime_c/onnxc_cut.h): 256 -> 256 3x3 at 14x14 1.68 -> 1.64 ms (1 thread), 0.96 ->
+# 0.86 ms (2 threads)
+IMPLICIT_SMALL_MAP = 256
 IMPLICIT_MIN_TAPS = 25
 # pointwise (1x1) convolutions read X in place instead of packing it when few output channels share the
 # packed panel and the K loop is long enough: 144 -> 24 at 56x56 0.62x, 96 -> 24 0.75x, 192 -> 32 at 28x28
@@ -165,11 +169,20 @@ def _conv_packed(ctx: KernelCtx, common: dict, win: Window, mode: str, ep, res: 
     rows = win.strides[-1] in (1, 2) and math.prod(win.kernel) > 1  # strided 1x1: im2col reads less
     implicit = (os.environ.get(IMPLICIT_SWITCH, "1") != "0" and packed and not small and win.rank <= 2
                 and (mode == "pointwise" and mg <= IMPLICIT_MAX_M and kg >= IMPLICIT_PW_MIN_K
-                     or mode != "pointwise" and (mg <= IMPLICIT_MAX_M or math.prod(win.kernel) >= IMPLICIT_MIN_TAPS)))
+                     or mode != "pointwise" and (mg <= IMPLICIT_MAX_M or math.prod(win.kernel) >= IMPLICIT_MIN_TAPS
+                                                 or _small_map(ctx, win))))
     if implicit:
         ctx.include("onnxc_conv_implicit.h")
     return render("conv_packed.c.j2", **common, mode=mode, a=a, fa=fa, packed=packed, epi=epi, epi_chunk=epi_chunk,
                   col_budget=PACKED_COL_BUDGET, rows=rows, small=small, implicit=implicit, par=par_call(ctx))
+
+
+def _small_map(ctx: KernelCtx, win: Window) -> bool:
+    """A static output map of at most IMPLICIT_SMALL_MAP positions at stride 1: too few tiles for the rows
+    path's copied B panel to be shared out among threads without reading the filter again per tile."""
+    dims = ctx.outs[0].shape[2:]
+    return (all(is_static(d) for d in dims) and math.prod(int(d) for d in dims) <= IMPLICIT_SMALL_MAP
+            and all(s == 1 for s in win.strides))
 
 
 def _one_position(ctx: KernelCtx) -> bool:

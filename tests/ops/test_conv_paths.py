@@ -221,6 +221,38 @@ def test_implicit_not_for_many_channels_3x3():
         assert PATHS["implicit"] not in onnxc.compile(m).c_source
 
 
+@needs_avx512
+def test_implicit_small_map_many_channels():
+    """A small map at stride 1 takes the implicit GEMM whatever the channel count (IMPLICIT_SMALL_MAP)."""
+    with _implicit(True):
+        m, _, _ = _conv_model([1, 64, 14, 14], [96, 64, 3, 3], True, False, None, None, None, {"pads": [1, 1, 1, 1]})
+        assert PATHS["implicit"] in onnxc.compile(m).c_source
+        m, _, _ = _conv_model([1, 64, 20, 20], [96, 64, 3, 3], True, False, None, None, None, {"pads": [1, 1, 1, 1]})
+        assert PATHS["implicit"] not in onnxc.compile(m).c_source
+
+
+@pytest.mark.parametrize("implicit,xs,ws,attrs", [
+    (True, [1, 64, 14, 14], [256, 64, 3, 3], {"pads": [1, 1, 1, 1]}),     # 7 tiles: output channels cut
+    (True, [2, 24, 30, 31], [40, 24, 3, 3], {"pads": [1, 1, 1, 1]}),      # tiles in groups, the last cut
+    (False, [1, 48, 14, 14], [200, 48, 3, 3], {"pads": [1, 1, 1, 1]}),    # rows path, 7 tiles
+    (False, [1, 32, 29, 27], [64, 32, 3, 3], {"pads": [1, 1, 1, 1], "strides": [2, 2]}),
+])
+def test_cut_threads_same_bits(implicit, xs, ws, attrs):
+    """However runtime_c/onnxc_cut.h cuts tiles and output channels among threads, each output is computed by
+    one chunk with its K slices in order: 2 threads give the bits of 1."""
+    if implicit and not _has_avx512():
+        pytest.skip("the implicit GEMM needs AVX-512")
+    m, ref, feeds = _conv_model(xs, ws, True, True, "Relu", None, None, attrs)
+    outs = []
+    for threads in (1, 2):
+        with _implicit(implicit):
+            cm = onnxc.compile(m, threads=threads)
+        assert (PATHS["implicit"] in cm.c_source) == implicit
+        outs.append(cm.run(feeds)["y"])
+    np.testing.assert_array_equal(outs[0], outs[1])
+    np.testing.assert_allclose(outs[1], ReferenceEvaluator(ref).run(None, feeds)[0], rtol=1e-4, atol=1e-4)
+
+
 # -- small output maps: the GEMM transposed (positions as its rows) ---------------------------------
 
 @pytest.mark.parametrize("xs,ws,attrs", [
