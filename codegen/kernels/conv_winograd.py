@@ -25,7 +25,7 @@ batch 1, against the direct paths (implicit GEMM / rows):
 
 The transformed filter is 4x the filter. Where the weight budget (codegen/weight_budget.py) grants
 the growth it is stored, transformed and packed at compile time; otherwise, on maps of at least
-RUNTIME_MIN_POSITIONS positions (or symbolic ones) the filter is transformed per call into scratch
+RUNTIME_MIN_POSITIONS positions (or symbolic ones), or RUNTIME_SMALL_POSITIONS with few channel pairs, the filter is transformed per call into scratch
 memory (runtime_c/onnxc_winograd.c onnxc_wino_filter: about 15 ns per channel pair, straight into the
 packed layout; 32 -> 32 at 40x40 264 us against 241 us stored and 227 us direct), and the
 budget goes first to the convolutions that have no such fallback.
@@ -60,6 +60,11 @@ GOOD_USE = 0.6  # static maps whose map_use reaches this take the path
 FAIR_USE = 0.35  # from this use on, a map takes the path only with Cin * Cout in
 SMALL_MAP_WEIGHTS = (128 * 128, 256 * 256)  # this range (inclusive)
 RUNTIME_MIN_POSITIONS = 1024  # maps from this size on (32x32) transform the filter per call when not stored
+# ...and maps from RUNTIME_SMALL_POSITIONS on with at most RUNTIME_SMALL_PAIRS channel pairs, whose transform
+# costs less (20x20, per call against direct, 1 thread: 128 -> 128 0.86 -> 0.74 ms, 128 -> 80 0.58 -> 0.50,
+# 80 -> 80 0.36 -> 0.30; 256 -> 256 at 16x16 would lose: 2.1 -> 2.9 ms)
+RUNTIME_SMALL_POSITIONS = 400
+RUNTIME_SMALL_PAIRS = 128 * 128
 TRANSFORM_COST = 300  # flops a per-call filter transform costs per channel pair (the budget's unit)
 BUDGET = 1 << 19  # floats of transformed input + products per task (2 MiB: about one core's L2)
 ENV_SWITCH = "ONNXC_WINOGRAD"
@@ -109,7 +114,7 @@ def applies(ctx: KernelCtx, win: Window, m: int, cg: int, g: int) -> str | None:
         return None
     if ctx.may_grow_weights():
         return "stored"
-    return "runtime" if _runtime_pays(out) else None
+    return "runtime" if _runtime_pays(out, m * cg) else None
 
 
 def map_use(oh: int, ow: int) -> float:
@@ -119,8 +124,11 @@ def map_use(oh: int, ow: int) -> float:
     return oh * ow / (16 * tiles) * tiles / (32 * -(-tiles // 32))
 
 
-def _runtime_pays(out: tuple) -> bool:
-    return not all(is_static(d) for d in out) or math.prod(int(d) for d in out) >= RUNTIME_MIN_POSITIONS
+def _runtime_pays(out: tuple, pairs: int) -> bool:
+    if not all(is_static(d) for d in out):
+        return True
+    positions = math.prod(int(d) for d in out)
+    return positions >= RUNTIME_MIN_POSITIONS or positions >= RUNTIME_SMALL_POSITIONS and pairs <= RUNTIME_SMALL_PAIRS
 
 
 def _eligible(x_dtype: DType, w_dtype: DType, win: Window, m: int, cg: int, g: int, out: tuple) -> bool:
@@ -158,7 +166,7 @@ def candidate(node: Node) -> Candidate | None:
     out = tuple(y.type.shape[2:])
     if not _eligible(x.type.dtype, w.type.dtype, win, m, cg, int(node.attr("group", 1)), out):
         return None
-    if _runtime_pays(out):
+    if _runtime_pays(out, m * cg):
         return Candidate(node, extra_bytes=27 * m * cg * 4, gain=TRANSFORM_COST * m * cg)
     positions = math.prod(int(d) for d in out)
     return Candidate(node, extra_bytes=27 * m * cg * 4, gain=0.75 * 9 * 2 * m * cg * positions)

@@ -206,11 +206,22 @@ def test_runtime_transform_symbolic_map(monkeypatch):
 
 
 def test_small_map_needs_budget(monkeypatch):
-    """Under RUNTIME_MIN_POSITIONS the per-call transform does not pay: no budget, no Winograd."""
+    """Under RUNTIME_SMALL_POSITIONS (or with more channel pairs than RUNTIME_SMALL_PAIRS under
+    RUNTIME_MIN_POSITIONS) the per-call transform does not pay: no budget, no Winograd."""
     monkeypatch.setenv("ONNXC_WEIGHT_GROWTH", "0")
     check([1, 128, 16, 16], [128, 128, 3, 3], winograd=False, pads=[1, 1, 1, 1])
+    check([1, 144, 20, 20], [144, 144, 3, 3], winograd=False, pads=[1, 1, 1, 1])
     monkeypatch.setenv("ONNXC_WEIGHT_GROWTH", "inf")
     check([1, 128, 16, 16], [128, 128, 3, 3], winograd=True, pads=[1, 1, 1, 1])
+
+
+def test_small_map_few_pairs_runtime_transform(monkeypatch):
+    """From RUNTIME_SMALL_POSITIONS on, few channel pairs transform the filter per call."""
+    monkeypatch.setenv("ONNXC_WEIGHT_GROWTH", "0")
+    m, ref, feeds = _model([1, 80, 20, 20], [96, 80, 3, 3], True, False, "Relu", None, None, {"pads": [1, 1, 1, 1]})
+    cm = onnxc.compile(m, threads=2)
+    assert MARK in cm.c_source and "onnxc_wino_filter(" in cm.c_source
+    np.testing.assert_allclose(cm.run(feeds)["y"], ReferenceEvaluator(ref).run(None, feeds)[0], rtol=1e-4, atol=1e-4)
 
 
 def test_map_use():
