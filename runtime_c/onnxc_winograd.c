@@ -4,6 +4,9 @@
 #include "onnxc_pool.h"
 
 #include <stdatomic.h>
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 #define ONNXC_WINO_L ONNXC_SG_NR /* tiles transformed together: one packed B panel */
 
@@ -270,13 +273,26 @@ static void onnxc_wino_filter_task(void *ctx, int64_t chunk, int slot) {
     double g[9][ONNXC_WINO_MR], t[3][6][ONNXC_WINO_MR], r[6][ONNXC_WINO_MR];
     for (int64_t q = q0; q < q1; q++) {
         const int64_t m0 = q * ONNXC_WINO_MR, mr = M - m0 < ONNXC_WINO_MR ? M - m0 : ONNXC_WINO_MR;
-        for (int k = 0; k < 9; k++)
-            for (int l = (int)mr; l < ONNXC_WINO_MR; l++) g[k][l] = 0.0; /* rows past M: zero panel rows */
+        const int64_t ws = C * 9; /* between the output channels of the filter */
         for (int64_t c = 0; c < C; c++) {
-            for (int64_t l = 0; l < mr; l++) {
-                const float *w = F->w + ((m0 + l) * C + c) * 9;
-                for (int k = 0; k < 9; k++) g[k][l] = w[k];
+            /* tap k of the panel's 12 output channels, as vectors (gathers: scalar stores read back as a
+             * vector would stall on store forwarding), zero past M */
+            const float *wc = F->w + (m0 * C + c) * 9;
+#if defined(__AVX512F__) && ONNXC_WINO_MR == 12
+            const __mmask16 lanes = (__mmask16)((1u << mr) - 1u);
+            const __m512i at = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 0, 0, 0, 0),
+                                                  _mm512_set1_epi32((int)ws));
+            for (int k = 0; k < 9; k++) {
+                const __m512 v = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), lanes, at, wc + k, 4);
+                _mm512_storeu_pd(g[k], _mm512_cvtps_pd(_mm512_castps512_ps256(v)));
+                _mm256_storeu_pd(g[k] + 8, _mm512_castpd512_pd256(_mm512_cvtps_pd(_mm512_extractf32x8_ps(v, 1))));
             }
+#else
+            for (int k = 0; k < 9; k++) {
+#pragma omp simd
+                for (int l = 0; l < ONNXC_WINO_MR; l++) g[k][l] = l < mr ? (double)wc[l * ws + k] : 0.0;
+            }
+#endif
             for (int kw = 0; kw < 3; kw++) onnxc_wino_g(g[kw], g[3 + kw], g[6 + kw], t[kw][0], ONNXC_WINO_MR);
             float *o = F->U + q * C * ONNXC_WINO_MR + c * ONNXC_WINO_MR;
             for (int i = 0; i < 6; i++) { /* row i of (G w) G^T: G applied to (t[0][i], t[1][i], t[2][i]) */
