@@ -590,7 +590,7 @@ typedef struct {
 #define ROWS_PF 8 /* taps ahead whose source rows the B-panel copy prefetches (128->64 3x3 20x20: -2%) */
 static void onnxc_sg_conv_rows_task(void *ctx, int64_t chunk, int slot) {
     onnxc_sg_rows_par *P = (onnxc_sg_rows_par *)ctx;
-    const int64_t M = P->M, K = P->K, XH = P->XH, XW = P->XW, OH = P->OH, OW = P->OW, SD = P->SD, SH = P->SH;
+    const int64_t K = P->K, XH = P->XH, XW = P->XW, OH = P->OH, OW = P->OW, SD = P->SD, SH = P->SH;
     const int64_t SW = P->SW, OP = P->OP;
     const float *Ap = P->Ap, *xp = P->xp;
     const int64_t *koff = P->koff;
