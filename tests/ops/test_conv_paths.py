@@ -233,7 +233,7 @@ def test_implicit_small_map_many_channels():
 
 @pytest.mark.parametrize("implicit,xs,ws,attrs", [
     (True, [1, 64, 14, 14], [256, 64, 3, 3], {"pads": [1, 1, 1, 1]}),     # 7 tiles: output channels cut
-    (True, [2, 24, 30, 31], [40, 24, 3, 3], {"pads": [1, 1, 1, 1]}),      # tiles in groups, the last cut
+    (True, [2, 12, 30, 31], [40, 12, 3, 3], {"pads": [1, 1, 1, 1]}),      # tiles in groups, the last cut
     (False, [1, 48, 14, 14], [200, 48, 3, 3], {"pads": [1, 1, 1, 1]}),    # rows path, 7 tiles
     (False, [1, 32, 29, 27], [64, 32, 3, 3], {"pads": [1, 1, 1, 1], "strides": [2, 2]}),
 ])
