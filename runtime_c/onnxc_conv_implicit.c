@@ -162,8 +162,8 @@ int onnxc_ci_conv_ld(int threads, int64_t M, int64_t K, const float *Ap, const f
     const int64_t NR = ONNXC_SG_NR, OP = OH * OW, VP = OH * XWs, tiles = (VP + NR - 1) / NR;
     if (M <= 0 || OP <= 0) return 0;
     const int64_t n = onnxc_chunks(threads, (double)M * (double)K * (double)OP, ONNXC_GEMM_PAR_MIN);
-    onnxc_ci_par P = {M, K, XWs, OH, OW, OP, VP, ldy, onnxc_cut_plan(threads, n, tiles, VP - (tiles - 1) * NR, M, K, 0.0),
-                      Ap, xp, koff, Y, epi};
+    const onnxc_cut cut = onnxc_cut_plan(threads, n, tiles, VP - (tiles - 1) * NR, M, K, 0.0);
+    onnxc_ci_par P = {M, K, XWs, OH, OW, OP, VP, ldy, cut, Ap, xp, koff, Y, epi};
     onnxc_parallel(threads, P.cut.items, onnxc_ci_task, &P);
     return 0;
 }
