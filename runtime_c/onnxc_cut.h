@@ -79,13 +79,9 @@ static inline double onnxc_cut_span(const onnxc_cut *c, int nt, int64_t last, do
         double units = (double)(t1 - t0) * 2.0; /* 16-column steps */
         if (t1 == c->tiles) units -= 2.0 - (double)((last + 15) / 16);
         const double w = units * (rows + copy) + acost * rows;
-        int k = 0;
-        for (int q = 1; q < nt; q++) k = load[q] < load[k] ? q : k;
-        load[k] += w;
+        onnxc_deal(load, nt, w);
     }
-    double span = 0.0;
-    for (int q = 0; q < nt; q++) span = load[q] > span ? load[q] : span;
-    return span;
+    return onnxc_span(load, nt);
 }
 
 /* `chunks`: the chunks of whole tiles the work is worth (onnxc_chunks); `last`: the columns of the last tile

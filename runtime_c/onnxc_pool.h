@@ -79,6 +79,20 @@ static inline int64_t onnxc_chunks(int threads, double work, double grain) {
     return c < most ? (int64_t)c : (int64_t)most;
 }
 
+/* A model of onnxc_parallel for planning how to cut work: `load` (nt threads, zeroed) receives chunks in
+ * order, each going to the least loaded thread (onnxc_deal); onnxc_span is then when the last one finishes. */
+static inline void onnxc_deal(double *load, int nt, double work) {
+    int k = 0;
+    for (int i = 1; i < nt; i++) k = load[i] < load[k] ? i : k;
+    load[k] += work;
+}
+
+static inline double onnxc_span(const double *load, int nt) {
+    double span = 0.0;
+    for (int i = 0; i < nt; i++) span = load[i] > span ? load[i] : span;
+    return span;
+}
+
 #ifdef __cplusplus
 }
 #endif

@@ -354,13 +354,10 @@ static void onnxc_wino_plan(int threads, int64_t T, int64_t C, int64_t M, int64_
                 for (int64_t mi = 0; mi < mp; mi++) {
                     int64_t r0 = mi * mblk / mp * ONNXC_SG_MR, r1 = (mi + 1) * mblk / mp * ONNXC_SG_MR;
                     r1 = r1 < M ? r1 : M;
-                    int k = 0;
-                    for (int i = 1; i < nt; i++) k = load[i] < load[k] ? i : k;
-                    load[k] += onnxc_wino_cost(tiles, r1 - r0, C);
+                    onnxc_deal(load, nt, onnxc_wino_cost(tiles, r1 - r0, C));
                 }
             }
-            double span = 0.0;
-            for (int i = 0; i < nt; i++) span = load[i] > span ? load[i] : span;
+            const double span = onnxc_span(load, nt);
             if (best < 0 || span < best * 0.999 || (span <= best * 1.001 && ng * mp < best_items)) {
                 best = span;
                 best_items = ng * mp;
