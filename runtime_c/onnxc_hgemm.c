@@ -123,7 +123,8 @@ static void NAME##_task(void *p, int64_t s, int slot) {                         
     const NAME##_args *g = (const NAME##_args *)p;                                                            \
     const int64_t lo = s * g->per, hi = lo + g->per < g->M ? lo + g->per : g->M, N = g->N;                    \
     if (lo >= hi) return;                                                                                     \
-    float *Ap = g->scratch + (int64_t)slot * (g->ap + g->bp + g->cf), *Bp = Ap + g->ap, *Cf = Bp + g->bp;     \
+    const int64_t ss_ = onnxc_slot_len(g->ap + g->bp + g->cf, sizeof(float)); /* one slot's part */         \
+    float *Ap = g->scratch + (int64_t)slot * ss_, *Bp = Ap + g->ap, *Cf = Bp + g->bp;                           \
     NAME##_stripe(hi - lo, N, g->K, g->A + lo * g->sam, g->sam, g->sak, g->B, g->sbk, g->sbn, Cf, Ap, Bp);    \
     for (int64_t i = 0; i < (hi - lo) * N; i++) g->Y[lo * N + i] = STORE(Cf[i]);                              \
 }                                                                                                             \
@@ -143,7 +144,8 @@ int NAME(int threads, int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_
     ncap = (ncap + ONNXC_HG_NR - 1) / ONNXC_HG_NR * ONNXC_HG_NR;                                              \
     /* one stripe per thread, each thread's packed panels and stripe result in its slot of the scratch */     \
     NAME##_args g = {M, N, K, sam, sak, sbk, sbn, per, ONNXC_HG_MC * kc, ncap * kc, per * N, A, B, Y, NULL}; \
-    g.scratch = (float *)onnxc_alloc((size_t)(nt * (g.ap + g.bp + g.cf)) * sizeof(float));                  \
+    const int64_t ss_ = onnxc_slot_len(g.ap + g.bp + g.cf, sizeof(float));                                    \
+    g.scratch = (float *)onnxc_alloc((size_t)(nt * ss_) * sizeof(float));                                    \
     if (!g.scratch) return ONNXC_ERR_MEMORY;                                                                  \
     if (nt > 1)                                                                                               \
         onnxc_parallel(nt, nt, NAME##_task, &g);                                                              \

@@ -54,12 +54,12 @@ static struct {
        NULL, NULL, 0, 0, -1, 0, 0};
 
 /* The chunks of a job, shared out in contiguous ranges, one per slot: [next, end) is what is left of
- * slot s's range. Each counter has its own cache line (taking a chunk writes it). */
+ * slot s's range. Each counter has its own pair of cache lines (taking a chunk writes it; see ONNXC_LINE_PAIR). */
 static struct {
     _Atomic int64_t next;
     int64_t end;
-    char pad[64 - 2 * sizeof(int64_t)];
-} R[ONNXC_POOL_MAX] __attribute__((aligned(64)));
+    char pad[ONNXC_LINE_PAIR - 2 * sizeof(int64_t)];
+} R[ONNXC_POOL_MAX] __attribute__((aligned(ONNXC_LINE_PAIR)));
 
 /* Crowding. A job of at least CROWD_JOB_US whose workers all joined after a quarter of its chunks were
  * taken (or never) counts +2, any other such job -1 (within 0 .. CROWD_MAX); at CROWD_ON or more the pool

@@ -177,6 +177,27 @@ static int crowded(void) {
     return 0;
 }
 
+/* Per-thread data kept a line pair apart (ONNXC_LINE_PAIR): allocations start on a pair, and carved slots of any
+ * element size are whole pairs, no larger than needed. */
+static int apart(void) {
+    for (size_t n = 0; n < 5000; n += 7) {
+        void *p = onnxc_alloc(n), *q = onnxc_alloc(n);
+        const int ok = p && q && (uintptr_t)p % ONNXC_LINE_PAIR == 0 && (uintptr_t)q % ONNXC_LINE_PAIR == 0;
+        free(p);
+        free(q);
+        if (!ok) return printf("allocation of %zu bytes not on a line pair\n", n), 1;
+    }
+    const int64_t sizes[] = {1, 2, 4, 8, 16};
+    for (int k = 0; k < 5; k++)
+        for (int64_t n = 0; n < 1000; n++) {
+            const int64_t s = onnxc_slot_len(n, sizes[k]), bytes = s * sizes[k];
+            if (bytes % ONNXC_LINE_PAIR || s < n || bytes - n * sizes[k] >= ONNXC_LINE_PAIR)
+                return printf("slot length %lld for %lld elements of %lld bytes\n", (long long)s, (long long)n,
+                              (long long)sizes[k]), 1;
+        }
+    return 0;
+}
+
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "";
     int rc = !strcmp(mode, "cover")        ? cover()
@@ -185,6 +206,7 @@ int main(int argc, char **argv) {
              : !strcmp(mode, "fork")       ? forked()
              : !strcmp(mode, "workers")    ? workers()
              : !strcmp(mode, "crowded")    ? crowded()
+             : !strcmp(mode, "apart")      ? apart()
                                            : (printf("unknown mode %s\n", mode), 1);
     if (!rc) printf("OK\n");
     return rc;

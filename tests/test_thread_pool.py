@@ -2,7 +2,8 @@
 
 - from C (tests/pool_check.c): every chunk index runs once, at most one participant per slot, nested
   and concurrent calls, a fork child, workers started on demand, crowding detected when the workers
-  cannot get a core (then generated OpenMP loops run on one thread: onnxc_omp_threads);
+  cannot get a core (then generated OpenMP loops run on one thread: onnxc_omp_threads); allocations and
+  per-thread scratch slots a line pair apart (ONNXC_LINE_PAIR);
 - from models: GEMM stripes (both directions, shared packing), the generic (double) GEMM, convolution
   paths (rows, im2col, Winograd/implicit) give the same floats at 1, 2 and 3 threads, also while another
   process spins on a core (chunks then run on whichever thread is free), and agree with a reference.
@@ -37,7 +38,7 @@ def pool_check(tmp_path_factory) -> Path:
     return exe
 
 
-@pytest.mark.parametrize("mode", ["cover", "nested", "concurrent", "fork", "workers", "crowded"])
+@pytest.mark.parametrize("mode", ["cover", "nested", "concurrent", "fork", "workers", "crowded", "apart"])
 def test_pool_from_c(pool_check, mode):
     r = subprocess.run([str(pool_check), mode], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and r.stdout.strip().endswith("OK"), r.stdout + r.stderr
