@@ -1,5 +1,8 @@
 /* onnxc_dynq.c: DynamicQuantizeLinear of onnxc_dynq.h. */
 #include <math.h>
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 #include "onnxc_dynq.h"
 #include "onnxc_pool.h"
@@ -15,34 +18,114 @@ typedef struct {
     float lo[ONNXC_DYNQ_MAXCH], hi[ONNXC_DYNQ_MAXCH];
 } onnxc_dynq_job;
 
-/* The range of chunk ch; lanes kept apart so the loop vectorizes (min / max are exact in any order). */
+/* The range of chunk ch: min / max are exact in any order, so 64 lanes (four 16-lane vectors, each its own
+ * dependency chain: one chain was bound by the latency of vmaxps) run over the chunk and are combined at its
+ * end. NaN compares false: ignored. */
+#define ONNXC_DYNQ_LANES 64
+
 static void onnxc_dynq_range(void *ctx, int64_t ch, int slot) {
     (void)slot;
     onnxc_dynq_job *J = (onnxc_dynq_job *)ctx;
     const int64_t i0 = J->n * ch / J->nch, i1 = J->n * (ch + 1) / J->nch;
-    float lo = 0.0f, hi = 0.0f; /* the range always holds 0 */
+    float lo[ONNXC_DYNQ_LANES], hi[ONNXC_DYNQ_LANES]; /* the range always holds 0 */
+    for (int j = 0; j < ONNXC_DYNQ_LANES; j++) lo[j] = hi[j] = 0.0f;
     const float *restrict x = J->x;
-#pragma omp simd reduction(min : lo) reduction(max : hi)
-    for (int64_t i = i0; i < i1; i++) {
-        const float v = x[i];
-        lo = v < lo ? v : lo; /* NaN compares false: ignored */
-        hi = v > hi ? v : hi;
+    int64_t i = i0;
+#if defined(__AVX512F__)
+    /* _mm512_min_ps(v, m) returns m where v is NaN */
+    __m512 l0 = _mm512_setzero_ps(), l1 = l0, l2 = l0, l3 = l0, h0 = l0, h1 = l0, h2 = l0, h3 = l0;
+    for (; i + ONNXC_DYNQ_LANES <= i1; i += ONNXC_DYNQ_LANES) {
+        const __m512 v0 = _mm512_loadu_ps(x + i), v1 = _mm512_loadu_ps(x + i + 16);
+        const __m512 v2 = _mm512_loadu_ps(x + i + 32), v3 = _mm512_loadu_ps(x + i + 48);
+        l0 = _mm512_min_ps(v0, l0), l1 = _mm512_min_ps(v1, l1), l2 = _mm512_min_ps(v2, l2), l3 = _mm512_min_ps(v3, l3);
+        h0 = _mm512_max_ps(v0, h0), h1 = _mm512_max_ps(v1, h1), h2 = _mm512_max_ps(v2, h2), h3 = _mm512_max_ps(v3, h3);
     }
-    J->lo[ch] = lo;
-    J->hi[ch] = hi;
+    _mm512_storeu_ps(lo, l0), _mm512_storeu_ps(lo + 16, l1), _mm512_storeu_ps(lo + 32, l2), _mm512_storeu_ps(lo + 48, l3);
+    _mm512_storeu_ps(hi, h0), _mm512_storeu_ps(hi + 16, h1), _mm512_storeu_ps(hi + 32, h2), _mm512_storeu_ps(hi + 48, h3);
+#endif
+    for (; i + ONNXC_DYNQ_LANES <= i1; i += ONNXC_DYNQ_LANES)
+        for (int j = 0; j < ONNXC_DYNQ_LANES; j++) {
+            const float v = x[i + j];
+            lo[j] = v < lo[j] ? v : lo[j];
+            hi[j] = v > hi[j] ? v : hi[j];
+        }
+    for (; i < i1; i++) {
+        lo[0] = x[i] < lo[0] ? x[i] : lo[0];
+        hi[0] = x[i] > hi[0] ? x[i] : hi[0];
+    }
+    float l = 0.0f, h = 0.0f;
+    for (int j = 0; j < ONNXC_DYNQ_LANES; j++) {
+        l = lo[j] < l ? lo[j] : l;
+        h = hi[j] > h ? hi[j] : h;
+    }
+    J->lo[ch] = l;
+    J->hi[ch] = h;
+}
+
+/* clamp(r, 0, 255) as an 8-bit value; NaN gives 0 (the comparisons are false). Written as max then min so it
+ * compiles to two vector instructions. */
+static inline uint8_t onnxc_dynq_u8(float r) {
+    const float a = r > 0.0f ? r : 0.0f;
+    return (uint8_t)(int32_t)(a < 255.0f ? a : 255.0f);
+}
+
+/* y = clamp(rint(x / s) + z, 0, 255) without a division per element (a 16-lane division takes as long as 16
+ * multiplies: it was 90% of this pass, 0.59 ms for 1.2M elements): a block is quantized with t = x * (1 / s),
+ * which differs from the rounded quotient q = x / s by at most 3 roundings (|t - q| < |t| 2^-21). rint(t)
+ * equals rint(q) unless a half-integer lies within that distance of t; a block where any element comes
+ * that close (rare: random data hits it about once per million elements) is done again with the division,
+ * so the result is always the division's. */
+#define ONNXC_DYNQ_BLOCK 64
+
+static inline int onnxc_dynq_block_mul(const float *restrict x, uint8_t *restrict y, int64_t n, float inv, float z) {
+    int near = 0;
+    int64_t i = 0;
+#if defined(__AVX512F__)
+    /* the same steps on 16 lanes; _mm512_max_ps(r, 0) gives 0 where r is NaN */
+    const __m512 vi = _mm512_set1_ps(inv), vz = _mm512_set1_ps(z), half = _mm512_set1_ps(0.5f);
+    const __m512 one = _mm512_set1_ps(1.0f), tol = _mm512_set1_ps(0x1p-20f), zero = _mm512_setzero_ps();
+    const __m512 top = _mm512_set1_ps(255.0f);
+    __mmask16 close = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512 t = _mm512_mul_ps(_mm512_loadu_ps(x + i), vi);
+        const __m512 rt = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        const __m512 d = _mm512_abs_ps(_mm512_sub_ps(_mm512_abs_ps(_mm512_sub_ps(t, rt)), half));
+        close |= _mm512_cmp_ps_mask(d, _mm512_mul_ps(_mm512_add_ps(_mm512_abs_ps(t), one), tol), _CMP_LE_OQ);
+        const __m512 r = _mm512_min_ps(_mm512_max_ps(_mm512_add_ps(rt, vz), zero), top);
+        _mm_storeu_si128((__m128i *)(void *)(y + i), _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(r)));
+    }
+    near = close != 0;
+#endif
+    const int64_t i0 = i;
+#pragma omp simd reduction(| : near)
+    for (i = i0; i < n; i++) {
+        const float t = x[i] * inv, rt = rintf(t);
+        const float d = fabsf(fabsf(t - rt) - 0.5f); /* distance of t to the nearest half-integer */
+        near |= d <= (fabsf(t) + 1.0f) * 0x1p-20f;
+        y[i] = onnxc_dynq_u8(rt + z);
+    }
+    return near;
+}
+
+static inline void onnxc_dynq_block_div(const float *restrict x, uint8_t *restrict y, int64_t n, float s, float z) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; i++) {
+        y[i] = onnxc_dynq_u8(rintf(x[i] / s) + z);
+    }
 }
 
 static void onnxc_dynq_quantize(void *ctx, int64_t ch, int slot) {
     (void)slot;
     const onnxc_dynq_job *J = (const onnxc_dynq_job *)ctx;
     const int64_t i0 = J->n * ch / J->nch, i1 = J->n * (ch + 1) / J->nch;
-    const float s = J->s, z = J->z;
-    const float *restrict x = J->x;
-    uint8_t *restrict y = J->y;
-#pragma omp simd
-    for (int64_t i = i0; i < i1; i++) {
-        const float r = rintf(x[i] / s) + z;
-        y[i] = (uint8_t)(r >= 0.0f ? (r <= 255.0f ? r : 255.0f) : 0.0f);
+    const float s = J->s, z = J->z, inv = 1.0f / s;
+    if (!(inv < 0x1p100f)) { /* a (near) zero span: 1 / s overflows, x * inv is no quotient */
+        onnxc_dynq_block_div(J->x + i0, J->y + i0, i1 - i0, s, z);
+        return;
+    }
+    for (int64_t b = i0; b < i1; b += ONNXC_DYNQ_BLOCK) {
+        const int64_t n = i1 - b < ONNXC_DYNQ_BLOCK ? i1 - b : ONNXC_DYNQ_BLOCK;
+        if (onnxc_dynq_block_mul(J->x + b, J->y + b, n, inv, z)) onnxc_dynq_block_div(J->x + b, J->y + b, n, s, z);
     }
 }
 

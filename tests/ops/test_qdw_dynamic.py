@@ -68,6 +68,32 @@ def test_dynamic_quantize_linear_edges():
     assert got["y"].shape == (0, 3) and got["s"] == np.float32(1 / 255) and got["z"] == 0
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_dynamic_quantize_linear_near_halves(threads):
+    """The kernel multiplies by 1 / scale and redoes with the division a block where an element comes
+    near a half step: elements at, and 1-3 ulp around, (k + 1/2) * scale, where the product and the
+    quotient can round apart, still quantize as the division (the numpy twin and onnxruntime)."""
+    span = np.float32(7.3)
+    s = np.float32(span / np.float32(255))
+    k = np.arange(-40, 200, dtype=np.float32)
+    mid = ((k + np.float32(0.5)) * s).astype(np.float32)
+    near = [mid]
+    for steps in (1, 2, 3):
+        up, down = mid.copy(), mid.copy()
+        for _ in range(steps):
+            up, down = np.nextafter(up, np.float32(np.inf)), np.nextafter(down, np.float32(-np.inf))
+        near += [up, down]
+    x = np.concatenate([np.array([-40 * s, span - 40 * s], np.float32), *near,
+                        (RNG.standard_normal(20000) * 2).clip(-40 * s, span - 40 * s).astype(np.float32)])
+    model = _dql_model([x.size])
+    got = onnxc.compile(model, threads=threads).run({"x": x})
+    twin = dynamic_quantize(x)
+    for name, w in zip(("y", "s", "z"), twin):
+        np.testing.assert_array_equal(got[name], w, err_msg=f"numpy twin {name}")
+    for name, w in zip(("y", "s", "z"), _ort(model, {"x": x}, threads)):
+        np.testing.assert_array_equal(got[name], w, err_msg=name)
+
+
 def _conv_model(c_in: int, c_out: int, k: int, group: int, act: str | None, **attrs) -> onnx.ModelProto:
     w = (RNG.standard_normal((c_out, c_in // group, k, k)) * 0.3).astype(np.float32)
     b = RNG.standard_normal(c_out).astype(np.float32)
