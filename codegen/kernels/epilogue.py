@@ -33,6 +33,8 @@ ACT_CODES: dict[str, int] = {
     "Relu": 1, "Clip": 2, "LeakyRelu": 3, "Sigmoid": 4, "HardSigmoid": 5, "HardSwish": 6, "Tanh": 7,
     "Swish": 8, "Gelu": 9, "Gelu:tanh": 10, "Mish": 11,
 }
+# the piecewise-linear ones: a few vector instructions per element, no exponential
+CHEAP_ACTS = frozenset(ACT_CODES[n] for n in ("Relu", "Clip", "LeakyRelu", "HardSigmoid", "HardSwish"))
 
 
 @dataclass(frozen=True)

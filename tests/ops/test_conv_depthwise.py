@@ -125,7 +125,7 @@ def test_rows_fallback(xs, ws, attrs):
 
 @pytest.mark.parametrize("residual,act,params", [
     (False, "Clip", [0.0, 6.0]), (True, "Relu", None), (True, None, None), (True, "LeakyRelu", [0.2]),
-    (False, "HardSwish", None), (False, "Clip", [-0.5, 0.25]), (True, "Sigmoid", None),
+    (False, "HardSwish", None), (False, "Clip", [-0.5, 0.25]), (True, "Sigmoid", None), (False, "Sigmoid", None),
 ])
 @pytest.mark.parametrize("xs,ws,strides", [
     ([1, 8, 7, 7], [8, 1, 3, 3], [1, 1]), ([1, 8, 14, 14], [16, 1, 3, 3], [2, 2]),
@@ -135,6 +135,20 @@ def test_epilogue(xs, ws, strides, residual, act, params):
     path = "rows" if len(xs) == 5 else "phased"
     check_dw(path, xs, ws, residual=residual, act=act, params=params, group=xs[1],
              pads=[1] * (2 * len(strides)), strides=strides)
+
+
+@pytest.mark.parametrize("act,xs,on_tile", [
+    ("Clip", [1, 4, 30, 30], True), ("Sigmoid", [1, 4, 7, 7], True), ("Sigmoid", [1, 4, 14, 14], False),
+])
+def test_activation_on_tile(act, xs, on_tile):
+    """The phased path applies a piecewise-linear activation, or any on maps at most ACT_ON_TILE_MAX_W wide, to
+    its accumulator tile (codegen/kernels/conv_depthwise.py); elsewhere to Y's rows. Both agree with the reference."""
+    params = [0.0, 6.0] if act == "Clip" else None
+    check_dw("phased", xs, [xs[1], 1, 3, 3], act=act, params=params, group=xs[1], pads=[1, 1, 1, 1])
+    m, _, _ = _model(xs, [xs[1], 1, 3, 3], np.float32, True, False, act, params, None,
+                     {"group": xs[1], "pads": [1, 1, 1, 1]})
+    src = onnxc.compile(m).c_source
+    assert ("acc, TP);" in src) == on_tile and ("y + oh0 * OW, (oh1 - oh0) * OW);" in src) == (not on_tile)
 
 
 @pytest.mark.parametrize("n", [0, 1, 3])
