@@ -588,12 +588,82 @@ typedef struct {
 
 #define ROWS_COPY 16.0 /* a tile's B-panel copy costs about the GEMM of 16 output channels (onnxc_cut.h) */
 #define ROWS_PF 8 /* taps ahead whose source rows the B-panel copy prefetches (128->64 3x3 20x20: -2%) */
+
+/* The K slice pc .. pc + kc of tile t's B panel (kc x 32) into d: one fixed 32-float copy per row segment and tap
+ * (each overwriting the previous one's overrun: d needs one row of slack). */
+static void onnxc_sg_rows_panel(const onnxc_sg_rows_par *P, int64_t t, int64_t pc, int64_t kc, float *restrict d) {
+    const int64_t XH = P->XH, XW = P->XW, OH = P->OH, OW = P->OW, SD = P->SD, SH = P->SH, SW = P->SW, OP = P->OP;
+    const float *xp = P->xp;
+    const int64_t *koff = P->koff;
+    const int64_t j0 = t * ONNXC_SG_NR;
+    const int nr = OP - j0 < ONNXC_SG_NR ? (int)(OP - j0) : ONNXC_SG_NR;
+    int64_t so[ONNXC_SG_NR]; /* segment sources in xp (before koff) */
+    int dof[ONNXC_SG_NR], ns = 0;
+    for (int64_t j = j0; j < j0 + nr; ns++) {
+        const int64_t r = j / OW, ow = j % OW, od = r / OH, oh = r % OH;
+        so[ns] = (od * SD * XH + oh * SH) * XW + ow * SW;
+        dof[ns] = (int)(j - j0);
+        j += OW - ow;
+    }
+    for (int64_t p = 0; p < kc; p++) {
+        const float *src = xp + koff[pc + p];
+        float *dp = d + p * ONNXC_SG_NR;
+        if (ROWS_PF && p + ROWS_PF < kc) { /* a later tap's rows (taps jump rows and planes) */
+            const float *ps = xp + koff[pc + p + ROWS_PF];
+            for (int q = 0; q < ns; q++) {
+                __builtin_prefetch(ps + so[q], 0, 3);
+                __builtin_prefetch((const char *)(ps + so[q]) + 64 * SW, 0, 3);
+            }
+        }
+        if (SW == 1) {
+            for (int q = 0; q < ns; q++) {
+                const float *sq = src + so[q];
+                float *dq = dp + dof[q];
+#pragma omp simd
+                for (int l = 0; l < ONNXC_SG_NR; l++) dq[l] = sq[l];
+            }
+        } else {
+            for (int q = 0; q < ns; q++) {
+                const float *sq = src + so[q];
+                float *dq = dp + dof[q];
+#pragma omp simd
+                for (int l = 0; l < ONNXC_SG_NR; l++) dq[l] = sq[2 * l];
+            }
+        }
+    }
+}
+
+/* A short reduction (K at most ONNXC_SG_KC / 2, e.g. a 1-channel 3x3 stem): the panels of G tiles at once, then
+ * each row panel of A over those G tiles, so that every output row is written G * 32 floats in a row instead
+ * of 32 at a time across all M rows (the conformer's 1 -> 144 3x3 stride-2 stem, output far beyond the caches:
+ * 144 write streams of 128 bytes per tile). The products and sums are those of the one-tile order. */
+static void onnxc_sg_rows_grouped(const onnxc_sg_rows_par *P, int64_t t0, int64_t t1, int64_t m0, int64_t m1,
+                                  float *bp) {
+    const int64_t K = P->K, OP = P->OP, G = ONNXC_SG_KC / K;
+    const onnxc_sg_epi *epi = P->epi;
+    const onnxc_sg_epi *ek = onnxc_sg_epi_in_kernel(epi) ? epi : NULL;
+    for (int64_t tg = t0; tg < t1; tg += G) {
+        const int64_t gn = t1 - tg < G ? t1 - tg : G;
+        for (int64_t g = 0; g < gn; g++) onnxc_sg_rows_panel(P, tg + g, 0, K, bp + g * K * ONNXC_SG_NR);
+        for (int64_t ir = m0; ir < m1; ir += ONNXC_SG_MR) {
+            const int mr = m1 - ir < ONNXC_SG_MR ? (int)(m1 - ir) : ONNXC_SG_MR;
+            for (int64_t g = 0; g < gn; g++) {
+                const int64_t j0 = (tg + g) * ONNXC_SG_NR;
+                const int nr = OP - j0 < ONNXC_SG_NR ? (int)(OP - j0) : ONNXC_SG_NR;
+                float *c = P->Y + ir * OP + j0;
+                onnxc_sg_epi_prefetch(epi, ir, j0 + ONNXC_SG_NR, mr, nr);
+                onnxc_sg_micro_x(K, P->Ap + ir * K, bp + g * K * ONNXC_SG_NR, c, OP, mr, nr, 1.0f, 0.0f, NULL,
+                                 ONNXC_SG_MR, ek, ir, j0);
+                if (epi && !ek) onnxc_sg_epilogue(epi, c, OP, ir, j0, mr, nr);
+            }
+        }
+    }
+}
+
 static void onnxc_sg_conv_rows_task(void *ctx, int64_t chunk, int slot) {
     onnxc_sg_rows_par *P = (onnxc_sg_rows_par *)ctx;
-    const int64_t K = P->K, XH = P->XH, XW = P->XW, OH = P->OH, OW = P->OW, SD = P->SD, SH = P->SH;
-    const int64_t SW = P->SW, OP = P->OP;
-    const float *Ap = P->Ap, *xp = P->xp;
-    const int64_t *koff = P->koff;
+    const int64_t K = P->K, OP = P->OP;
+    const float *Ap = P->Ap;
     float *Y = P->Y;
     const onnxc_sg_epi *epi = P->epi;
     if (!P->bp[slot]) P->bp[slot] = (float *)onnxc_alloc((size_t)(ONNXC_SG_KC + 1) * ONNXC_SG_NR * sizeof(float));
@@ -604,6 +674,10 @@ static void onnxc_sg_conv_rows_task(void *ctx, int64_t chunk, int slot) {
     }
     int64_t t0, t1, m0, m1;
     onnxc_cut_item(&P->cut, chunk, &t0, &t1, &m0, &m1);
+    if (2 * K <= ONNXC_SG_KC) {
+        onnxc_sg_rows_grouped(P, t0, t1, m0, m1, bp);
+        return;
+    }
     for (int64_t pc = 0; pc < K; pc += ONNXC_SG_KC) {
         const int64_t kc = K - pc < ONNXC_SG_KC ? K - pc : ONNXC_SG_KC;
         const int last = pc + kc >= K;
@@ -611,40 +685,7 @@ static void onnxc_sg_conv_rows_task(void *ctx, int64_t chunk, int slot) {
         for (int64_t t = t0; t < t1; t++) {
             const int64_t j0 = t * ONNXC_SG_NR;
             const int nr = OP - j0 < ONNXC_SG_NR ? (int)(OP - j0) : ONNXC_SG_NR;
-            int64_t so[ONNXC_SG_NR]; /* segment sources in xp (before koff) */
-            int dof[ONNXC_SG_NR], ns = 0;
-            for (int64_t j = j0; j < j0 + nr; ns++) {
-                const int64_t r = j / OW, ow = j % OW, od = r / OH, oh = r % OH;
-                so[ns] = (od * SD * XH + oh * SH) * XW + ow * SW;
-                dof[ns] = (int)(j - j0);
-                j += OW - ow;
-            }
-            for (int64_t p = 0; p < kc; p++) {
-                const float *src = xp + koff[pc + p];
-                float *d = bp + p * ONNXC_SG_NR;
-                if (ROWS_PF && p + ROWS_PF < kc) { /* a later tap's rows (taps jump rows and planes) */
-                    const float *ps = xp + koff[pc + p + ROWS_PF];
-                    for (int q = 0; q < ns; q++) {
-                        __builtin_prefetch(ps + so[q], 0, 3);
-                        __builtin_prefetch((const char *)(ps + so[q]) + 64 * SW, 0, 3);
-                    }
-                }
-                if (SW == 1) {
-                    for (int q = 0; q < ns; q++) {
-                        const float *sq = src + so[q];
-                        float *dq = d + dof[q];
-#pragma omp simd
-                        for (int l = 0; l < ONNXC_SG_NR; l++) dq[l] = sq[l];
-                    }
-                } else {
-                    for (int q = 0; q < ns; q++) {
-                        const float *sq = src + so[q];
-                        float *dq = d + dof[q];
-#pragma omp simd
-                        for (int l = 0; l < ONNXC_SG_NR; l++) dq[l] = sq[2 * l];
-                    }
-                }
-            }
+            onnxc_sg_rows_panel(P, t, pc, kc, bp);
             float *y = Y + j0;
             for (int64_t ir = m0; ir < m1; ir += ONNXC_SG_MR) {
                 const int mr = m1 - ir < ONNXC_SG_MR ? (int)(m1 - ir) : ONNXC_SG_MR;

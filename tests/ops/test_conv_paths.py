@@ -145,6 +145,20 @@ def test_rows_stride2_phased(xs, ws, attrs):
     check_conv("phased", xs, ws, **attrs)
 
 
+@pytest.mark.parametrize("cin,kernel,strides", [(1, [3, 3], [2, 2]), (8, [3, 5], [1, 1]), (24, [3, 5], [1, 1])])
+def test_rows_grouped_tiles(cin, kernel, strides):
+    """A short reduction (K = 9 or 120, at most ONNXC_SG_KC / 2) builds the B panels of several tiles at once and
+    runs each row panel of A over them (long output rows); K = 360 goes one tile at a time. Both with residual
+    and activation, against the reference, and the same bits at 1 and 2 threads (chunks of tiles and channels).
+    (3x5 kernels: a 3x3 one at stride 1 would take Winograd.)"""
+    xs, ws, attrs = [1, cin, 48, 45], [64, cin, *kernel], {"pads": [1, 2, 1, 2], "strides": strides}
+    check_conv("phased" if strides[-1] == 2 else "rows", xs, ws, residual=True, act="Relu", **attrs)
+    m, _, feeds = _conv_model(xs, ws, True, True, "Relu", None, None, attrs)
+    with _implicit(False):
+        one, two = (onnxc.compile(m, threads=t).run(feeds)["y"] for t in (1, 2))
+    np.testing.assert_array_equal(one, two)
+
+
 def test_rows_symbolic_batch_no_bias():
     check_conv("rows", [3, 4, 10, 11], [6, 4, 3, 3], bias=False, x_decl=["N", 4, 10, 11], pads=[1, 1, 1, 1])
     check_conv("phased", [2, 4, 10, 11], [6, 4, 3, 3], bias=False, x_decl=["N", 4, 10, 11], pads=[1, 1, 1, 1],
