@@ -149,16 +149,24 @@ static inline int64_t onnxc_ck_add(int *ovf, int64_t a, int64_t b) {
     return a + b;
 }
 
-/* Two threads' data must not share a 128-byte pair of cache lines: a core's adjacent-line prefetcher
- * fetches the pair of every line it misses, so it keeps pulling the line the other core is writing (the
- * per-thread scratch of a depthwise 7x7 layer, 2 threads: 0.146 -> 0.106 ms when the slots were moved
- * apart). Allocations therefore start and end on a pair boundary, and per-thread parts carved from one
- * allocation start on one (onnxc_slot_len). */
+/* 64-byte aligned allocation; size 0 returns a valid unique pointer; NULL above ONNXC_MAX_BYTES. */
+static inline void *onnxc_alloc(size_t n) {
+    void *p = NULL;
+    if (n > ONNXC_MAX_BYTES) return NULL;
+    if (posix_memalign(&p, 64, n ? (n + 63) & ~(size_t)63 : 64) != 0) return NULL;
+    return p;
+}
+
+/* Two threads' data must not share a 128-byte pair of cache lines: a core's adjacent-line prefetcher fetches
+ * the pair of every line it misses, so it keeps pulling the line the other core is writing (the per-thread
+ * scratch of a depthwise 7x7 layer, 2 threads: 0.146 -> 0.10-0.125 ms when the slots were moved apart).
+ * onnxc_alloc_apart is onnxc_alloc on a pair boundary with the size rounded up to whole pairs, for buffers
+ * whose parts different threads write at once: per-thread parts carved from it start on a pair when their
+ * stride is onnxc_slot_len. (Only there: a model's output allocated this way cost a small sklearn model
+ * 2 us a call.) */
 #define ONNXC_LINE_PAIR 128
 
-/* ONNXC_LINE_PAIR-aligned allocation, its size rounded up to whole pairs; size 0 returns a valid unique
- * pointer; NULL above ONNXC_MAX_BYTES. */
-static inline void *onnxc_alloc(size_t n) {
+static inline void *onnxc_alloc_apart(size_t n) {
     void *p = NULL;
     if (n > ONNXC_MAX_BYTES) return NULL;
     const size_t r = n ? (n + ONNXC_LINE_PAIR - 1) & ~(size_t)(ONNXC_LINE_PAIR - 1) : ONNXC_LINE_PAIR;
@@ -166,9 +174,9 @@ static inline void *onnxc_alloc(size_t n) {
     return p;
 }
 
-/* The stride, in elements of `size` bytes (a divisor of ONNXC_LINE_PAIR), between the per-thread parts of
- * one onnxc_alloc: n rounded up to whole line pairs, so slot k's part (at k times the stride) shares no
- * pair with another slot's. */
+/* The stride, in elements of `size` bytes (a divisor of ONNXC_LINE_PAIR), between the per-thread parts of one
+ * onnxc_alloc_apart: n rounded up to whole line pairs, so slot k's part (at k times the stride) shares no pair
+ * with another slot's. */
 static inline int64_t onnxc_slot_len(int64_t n, int64_t size) {
     const int64_t per = ONNXC_LINE_PAIR / size;
     return (n + per - 1) / per * per;

@@ -145,7 +145,7 @@ int NAME(int threads, int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_
     /* one stripe per thread, each thread's packed panels and stripe result in its slot of the scratch */     \
     NAME##_args g = {M, N, K, sam, sak, sbk, sbn, per, ONNXC_HG_MC * kc, ncap * kc, per * N, A, B, Y, NULL}; \
     const int64_t ss_ = onnxc_slot_len(g.ap + g.bp + g.cf, sizeof(float));                                    \
-    g.scratch = (float *)onnxc_alloc((size_t)(nt * ss_) * sizeof(float));                                    \
+    g.scratch = (float *)onnxc_alloc_apart((size_t)(nt * ss_) * sizeof(float));                                    \
     if (!g.scratch) return ONNXC_ERR_MEMORY;                                                                  \
     if (nt > 1)                                                                                               \
         onnxc_parallel(nt, nt, NAME##_task, &g);                                                              \

@@ -177,11 +177,11 @@ static int crowded(void) {
     return 0;
 }
 
-/* Per-thread data kept a line pair apart (ONNXC_LINE_PAIR): allocations start on a pair, and carved slots of any
- * element size are whole pairs, no larger than needed. */
+/* Per-thread data kept a line pair apart (ONNXC_LINE_PAIR): onnxc_alloc_apart starts on a pair, and carved slots
+ * of any element size are whole pairs, no larger than needed. */
 static int apart(void) {
     for (size_t n = 0; n < 5000; n += 7) {
-        void *p = onnxc_alloc(n), *q = onnxc_alloc(n);
+        void *p = onnxc_alloc_apart(n), *q = onnxc_alloc_apart(n);
         const int ok = p && q && (uintptr_t)p % ONNXC_LINE_PAIR == 0 && (uintptr_t)q % ONNXC_LINE_PAIR == 0;
         free(p);
         free(q);

@@ -2,8 +2,8 @@
 
 - from C (tests/pool_check.c): every chunk index runs once, at most one participant per slot, nested
   and concurrent calls, a fork child, workers started on demand, crowding detected when the workers
-  cannot get a core (then generated OpenMP loops run on one thread: onnxc_omp_threads); allocations and
-  per-thread scratch slots a line pair apart (ONNXC_LINE_PAIR);
+  cannot get a core (then generated OpenMP loops run on one thread: onnxc_omp_threads); per-thread
+  scratch (onnxc_alloc_apart, onnxc_slot_len) a line pair apart (ONNXC_LINE_PAIR);
 - from models: GEMM stripes (both directions, shared packing), the generic (double) GEMM, convolution
   paths (rows, im2col, Winograd/implicit) give the same floats at 1, 2 and 3 threads, also while another
   process spins on a core (chunks then run on whichever thread is free), and agree with a reference.

@@ -99,7 +99,7 @@ def fused_attention(ctx: KernelCtx) -> str:
         "const int64_t NBLK = (LQ + RB - 1) / RB, T = NB * NBLK;",
         "if (T == 0) return 0;",
         "/* a score block per thread that may run items (slot_) */",
-        f"float *Sall = (float *)onnxc_alloc((size_t)({slots} * onnxc_slot_len(RB * LK, sizeof(float))) * sizeof(float));",
+        f"float *Sall = (float *)onnxc_alloc_apart((size_t)({slots} * onnxc_slot_len(RB * LK, sizeof(float))) * sizeof(float));",
         f'if (!Sall) return onnxc_fail(rt, ONNXC_ERR_MEMORY, "out of memory in %s", {ctx.who});']
     body = ["    float *restrict S = Sall + (size_t)slot_ * (size_t)onnxc_slot_len(RB * LK, sizeof(float));",
             "    const int64_t i0 = (t % NBLK) * RB, rows = LQ - i0 < RB ? LQ - i0 : RB;",
