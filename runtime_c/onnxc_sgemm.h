@@ -115,35 +115,10 @@ ONNXC_RT_API int onnxc_sgemm_ref(int transA, int transB, int64_t M, int64_t N, i
                                   const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
                                   int64_t ldc);
 
-/* Convolution with stride 1 or 2 along W: Y (M x OP, OP = OD*OH*OW, leading dimension OP) =
- * act(A cols + bias + R) with A the packed filter (M x K) and column (od, oh, ow) of row k of cols being
- * xp[koff[k] + (od * SD * XH + oh * SH) * XW + ow * SW]: xp is the zero-padded input (planes of
- * XD x XH x XW, readable for ONNXC_SG_XSLACK floats past its end) and koff[k] the offset of tap
- * k = (c, kd, kh, kw).
- * Output positions go in tiles of 32; a tile is a few row segments, and its K slice of B is built with
- * one fixed 32-float copy per segment and tap (each overwriting the previous one's overrun; no bounds
- * logic: the padding is in xp) into an L1-sized panel shared by all row panels of A. Threads split the
- * tiles of each K slice. */
-ONNXC_RT_API int onnxc_sg_conv_rows(int threads, int64_t M, int64_t K, const float *Ap, const float *xp,
-                                     const int64_t *koff, int64_t XH, int64_t XW, int64_t OD, int64_t OH,
-                                     int64_t OW, int64_t SD, int64_t SH, int64_t SW, float *Y,
-                                     const onnxc_sg_epi *epi);
-
-/* Zero-padded copy of Cg input planes (ID x IH x IW, leading pads PD, PH, PW) into planes of XD x XH x XW
- * (cropping what the convolution never reads), followed by ONNXC_SG_XSLACK zeros. */
-ONNXC_RT_API void onnxc_sg_pad_input(const float *x, int64_t Cg, int64_t ID, int64_t IH, int64_t IW, int64_t PD,
-                                      int64_t PH, int64_t PW, int64_t XD, int64_t XH, int64_t XW, float *restrict xp);
-
-/* onnxc_sg_pad_input with the columns of each padded row split by phase modulo SW: a row becomes SW runs of
- * XWs = ceil(XW / SW) floats (columns r, r + SW, r + 2 SW, ... in run r; pitch SW * XWs), so a strided
- * convolution reads the positions of a tap contiguously (column ow * SW + c is element ow + c / SW of run
- * c % SW) and onnxc_sg_conv_rows can run it with unit stride along W. SW == 1 is onnxc_sg_pad_input. The planes
- * are split among `threads` threads of the runtime's pool when they are large enough to pay. */
-ONNXC_RT_API void onnxc_sg_pad_input_phased(int threads, const float *x, int64_t Cg, int64_t ID, int64_t IH, int64_t IW,
-                                             int64_t PD, int64_t PH, int64_t PW, int64_t XD, int64_t XH, int64_t XW,
-                                             int64_t SW, float *restrict xp);
-
 /* The micro-kernel the library was built with: "avx512", "avx2", "neon" or "portable". */
 ONNXC_RT_API const char *onnxc_sgemm_isa(void);
+
+/* The convolution rows path and its padded input copies (onnxc_conv_rows.c) */
+#include "onnxc_conv_rows.h"
 
 #endif /* ONNXC_SGEMM_H */

@@ -32,6 +32,19 @@
 #define ONNXC_SGEMM_KERN_H
 #include "onnxc_sgemm.h"
 
+/* Prefetch the residual rows of the mr x nr tile at (i0, j0) (when the epilogue has one), so the epilogue
+ * that follows the tile's micro-kernel finds them in cache: its 12 rows are 12 streams far apart, which
+ * the hardware prefetcher does not follow. */
+static inline void onnxc_sg_epi_prefetch(const onnxc_sg_epi *e, int64_t i0, int64_t j0, int mr, int nr) {
+    if (!e || !e->res) return;
+    for (int i = 0; i < mr; i++) {
+        const float *r = e->res + (i0 + i) * e->ldr + j0;
+        __builtin_prefetch(r);
+        if (nr > 16) __builtin_prefetch(r + 16);
+    }
+}
+
+
 #if defined(__AVX512F__)
 #include <immintrin.h>
 #define ONNXC_SG_ISA "avx512"
