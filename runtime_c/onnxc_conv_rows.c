@@ -1,5 +1,7 @@
 /* onnxc_conv_rows.c: the implementation of onnxc_conv_rows.h (compiled once into the runtime library). */
 #include "onnxc_conv_rows.h"
+#include "onnxc_gemm_tune.h"
+#include "onnxc_gemm.h"
 #include "onnxc_sgemm_kern.h"
 #include "onnxc_pool.h"
 #include "onnxc_cut.h"
