@@ -79,6 +79,17 @@ static inline int64_t onnxc_chunks(int threads, double work, double grain) {
     return c < most ? (int64_t)c : (int64_t)most;
 }
 
+/* Whether a kernel over a batch of n images (a convolution) should give each thread whole images: one
+ * parallel region whose chunks are the images, each computed on one thread, instead of every image split
+ * among all threads. The pool's contiguous ranges then give a thread the same images layer after layer,
+ * so each layer reads what the same core wrote; split the other way, half of every feature map moves
+ * between the cores' caches at each layer (MobileNetV2 at batch 4, 2 threads: its 7 x 7 layers went
+ * 0.35 -> 0.26 ms, and the depthwise layers after them 0.14 -> 0.11). Only when the threads divide the
+ * batch (else one thread would do an extra image alone) and the work is worth a chunk per thread. */
+static inline int onnxc_by_image(int threads, int64_t n, double work, double grain) {
+    return threads > 1 && n >= threads && n % threads == 0 && onnxc_chunks(threads, work, grain) >= threads;
+}
+
 /* A model of onnxc_parallel for planning how to cut work: `load` (nt threads, zeroed) receives chunks in
  * order, each going to the least loaded thread (onnxc_deal); onnxc_span is then when the last one finishes. */
 static inline void onnxc_deal(double *load, int nt, double work) {

@@ -48,7 +48,7 @@ from .conv_depthwise import depthwise
 from .epilogue import epilogue, rows_epilogue, sg_epi, use_act
 from .gemm_layout import pack_a, pack_b, packed_a_size, packed_b_size
 from .nncommon import FLOATS, gemm_expr, same_type_accepts, unsupported, use_gemm
-from .parcall import par_call
+from .parcall import SLOTS, par_call
 
 _same_weight_type = same_type_accepts(1)
 COL_BUDGET = 1 << 21  # elements of the im2col / col2im scratch buffer per call (8 MiB of float)
@@ -174,7 +174,8 @@ def _conv_packed(ctx: KernelCtx, common: dict, win: Window, mode: str, ep, res: 
     if implicit:
         ctx.include("onnxc_conv_implicit.h")
     return render("conv_packed.c.j2", **common, mode=mode, a=a, fa=fa, packed=packed, epi=epi, epi_chunk=epi_chunk,
-                  col_budget=PACKED_COL_BUDGET, rows=rows, small=small, implicit=implicit, par=par_call(ctx))
+                  col_budget=PACKED_COL_BUDGET, rows=rows, small=small, implicit=implicit, par=par_call(ctx),
+                  slots=SLOTS)
 
 
 def _small_map(ctx: KernelCtx, win: Window) -> bool:

@@ -387,3 +387,36 @@ def test_implicit_pointwise(xs, ws, kw):
 def test_one_position(xs, ws, kw):
     """1x1 convolutions on a 1x1 map run as one GEMM over the batch (Y = X W^T), epilogue included."""
     check_conv("one_position", xs, ws, **kw)
+
+
+# -- whole images per thread (onnxc_by_image, templates/conv_images.c.j2) --------------------------
+
+IMAGE_CASES = {  # path -> (x shape at batch 4, w shape, attributes, implicit GEMM on)
+    "pointwise": ([4, 32, 12, 12], [64, 32, 1, 1], {}, True),
+    "implicit_pointwise": ([4, 64, 10, 10], [24, 64, 1, 1], {}, True),
+    "rows": ([4, 8, 20, 21], [16, 8, 3, 5], {"pads": [1, 2, 1, 2]}, False),
+    "phased": ([4, 6, 30, 33], [14, 6, 3, 3], {"pads": [1, 1, 1, 1], "strides": [2, 2]}, False),
+    "implicit": ([4, 6, 30, 33], [14, 6, 3, 5], {"pads": [1, 2, 1, 2]}, True),
+    "im2col": ([4, 4, 25, 25], [16, 4, 3, 3], {"strides": [3, 3]}, True),
+    "small_pointwise": ([4, 40, 7, 7], [56, 40, 1, 1], {}, True),
+    "small": ([4, 64, 7, 7], [64, 32, 3, 3], {"pads": [1, 1, 1, 1], "group": 2}, True),
+}
+
+
+@pytest.mark.parametrize("path", sorted(IMAGE_CASES))
+def test_images_per_thread(path):
+    """At 2 threads a batch of 4 runs whole images per thread (one region over the images, each image's
+    kernels on one thread), a batch of 3 splits every image among the threads: both match the reference
+    and, bit for bit, 1 thread (residual and activation included, so the epilogue's offsets are checked)."""
+    xs, ws, attrs, implicit = IMAGE_CASES[path]
+    m, ref, feeds = _conv_model(xs, ws, True, True, "Relu", None, ["N", *xs[1:]], attrs)
+    marker = PATHS[{"implicit_pointwise": "implicit", "small_pointwise": "small"}.get(path, path)]
+    with _implicit(implicit):
+        one, two = onnxc.compile(m, threads=1), onnxc.compile(m, threads=2)
+    assert marker in two.c_source and "onnxc_by_image(" in two.c_source
+    for n in (4, 3):
+        part = {k: v[:n] for k, v in feeds.items()}
+        want = ReferenceEvaluator(ref).run(None, part)[0]
+        got = two.run(part)["y"]
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+        np.testing.assert_array_equal(got, one.run(part)["y"])
