@@ -29,7 +29,7 @@ from onnxc.passes.shapes.quant_layout import INT_RANGES
 
 from .base import KernelCtx, Operand
 from .igemm_layout import pack_a, pack_b, packed_a_size
-from .parcall import SLOTS
+from .parcall import SLOTS, par_call
 from .quant import load
 
 MIN_GROUP_ROWS = 4
@@ -89,7 +89,8 @@ def fast_qconv(ctx: KernelCtx, vals: dict, w: int, zx: int, zw: int, quantized: 
     out = dict(vals, KG=str(kg), K=[str(k) for k in [1] * (3 - len(kernel)) + list(kernel)],
                w=W.ptr, a_bytes=str(packed_a_size(mg, kg)), w_u8=int(W.dtype == DType.UINT8),
                x_u8=int(X.dtype == DType.UINT8), zx=_param(zx_op), zw_ptr=f"{zw_tab} + g * Mg" if per else zw_tab,
-               zw_per=int(per), col_budget=COL_BUDGET, quantized=quantized, out_type=OUT_TYPE[Y.dtype])
+               zw_per=int(per), col_budget=COL_BUDGET, quantized=quantized, out_type=OUT_TYPE[Y.dtype],
+               par=par_call(ctx), slots=SLOTS, blob_caps=ctx.blob_captures())
     if quantized:
         xs, ws, ys, zy, bias = ctx.ins[1], ctx.ins[4], ctx.ins[6], _op(ctx, 7), _op(ctx, 8)
         per_w = not all(d == "1" for d in ws.dims)

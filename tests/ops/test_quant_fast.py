@@ -121,13 +121,19 @@ def test_integer_products_with_constant_weights_exact():
 
 
 def test_fast_paths_two_threads_match_one():
+    """Two threads give the reference's integers: one image split among them, and (the third node, batch 4)
+    whole images per thread (templates/conv_images.c.j2)."""
     m = Model()
     qconv(m, 0, np.uint8, np.int8, np.uint8, (1, 32, 40, 40), (64, 32, 3, 3), True, True, pads=[1, 1, 1, 1])
     qconv(m, 1, np.uint8, np.int8, np.uint8, (1, 64, 40, 40), (64, 1, 3, 3), True, True, group=64,
           pads=[1, 1, 1, 1])
+    qconv(m, 2, np.uint8, np.int8, np.int8, (4, 16, 20, 20), (32, 16, 3, 3), True, True, strides=[2, 1],
+          pads=[1, 1, 1, 1])
     model = m.proto()
     one = onnxc.compile(model, threads=1).run(m.feeds)
-    two = onnxc.compile(model, threads=2).run(m.feeds)
+    two_model = onnxc.compile(model, threads=2)
+    assert "onnxc_by_image(" in two_model.c_source
+    two = two_model.run(m.feeds)
     want = ReferenceEvaluator(model).run(None, m.feeds)
     for i, w in enumerate(want):
         np.testing.assert_array_equal(one[f"y{i}"], w)
