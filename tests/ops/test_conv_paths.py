@@ -281,6 +281,12 @@ def test_small_output(xs, ws, attrs):
     check_conv("small", xs, ws, **attrs)
 
 
+def test_small_output_transpose_edges():
+    """tmp (positions x channels) goes into Y in 8 x 8 blocks transposed in registers: 37 channels and 49
+    positions leave edges both ways, and the residual is added in that copy (bias and activation in the GEMM)."""
+    check_conv("small", [2, 40, 7, 7], [37, 40, 1, 1], residual=True, act="Relu")
+
+
 def test_small_output_weights_as_input():
     """A filter that is a graph input (not packed at compile time) is read transposed in place."""
     x = RNG.standard_normal([2, 32, 5, 5]).astype(np.float32)
