@@ -87,7 +87,8 @@ def depthwise_pointwise(ctx: KernelCtx) -> str:
     if implicit:
         ctx.include("onnxc_conv_implicit.h")
     ctx.repack_const(3, pack_a(np.asarray(wpw.const, dtype=np.float32).reshape(m, c)))
-    tr = band_rows(oh, max(1, min(oh, BAND_BYTES // (4 * c * ow))), ctx.threads)
+    fit = max(1, min(oh, BAND_BYTES // (4 * c * ow)))
+    tr, tr_image = band_rows(oh, fit, ctx.threads), band_rows(oh, fit, 1)
     res = "NULL" if ep.residual is None else f"in{ep.residual} + n * M * OP + oh0 * OW"
     epi = sg_epi(ep, bias="in4" if len(ctx.ins) > 4 and ctx.ins[4] is not None else "NULL", res=res, ldr="OP")
     act = f"{dw_act[0]}, {c_literal(dw_act[1], DType.FLOAT)}, {c_literal(dw_act[2], DType.FLOAT)}" if dw_act[0] else ""
@@ -96,7 +97,7 @@ def depthwise_pointwise(ctx: KernelCtx) -> str:
     if phased:
         ctx.include("onnxc_depthwise.h")
     return render("conv_dwpw.c.j2", N=x.dims[0], C=str(c), M=str(m), IH=x.dims[2], IW=x.dims[3], OH=str(oh),
-                  OW=str(ow), KH=kh, KW=kw, SH=sh, SW=sw, DH=dh, DW=dw, PH=ph, PW=pw, TR=tr, phased=phased, taps=taps,
+                  OW=str(ow), KH=kh, KW=kw, SH=sh, SW=sw, DH=dh, DW=dw, PH=ph, PW=pw, TR=tr, TR_image=tr_image, phased=phased, taps=taps,
                   dh_max=dh_max, dw_max=dw_max, VL=16,
                   dw_bias=len(ctx.ins) > 2 and ctx.ins[2] is not None, dw_act=act, epi=epi, par=par_call(ctx),
                   slots=SLOTS, grain=BAND_GRAIN, implicit=implicit, PFD=PREFETCH_CHANNELS)

@@ -94,6 +94,21 @@ def test_fused_two_threads():
     check(True, threads=2, n=3, c=40, m=20, hw=(48, 52), residual=True, symbolic=True)
 
 
+def test_bands_of_whole_images():
+    """At 2 threads a 14 x 14 map is cut into two bands of 7 rows (one per thread), but a batch the threads divide
+    runs whole images per thread, in one band of 14 (onnxc_by_image): both against the reference and, bit for bit,
+    one thread."""
+    m, feeds = _model(n=4, c=384, m=64, hw=(14, 14), residual=True, symbolic=True)
+    one, two = onnxc.compile(m, threads=1), onnxc.compile(m, threads=2)
+    assert MARK in two.c_source and "onnxc_by_image(" in two.c_source
+    for n in (4, 3):
+        part = {k: v[:n] for k, v in feeds.items()}
+        want = ReferenceEvaluator(m).run(None, part)[0]
+        got = two.run(part)["y"]
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+        np.testing.assert_array_equal(got, one.run(part)["y"])
+
+
 @pytest.mark.parametrize("kw", [
     dict(n=1, c=16, m=16, hw=(16, 16)),                      # small map: stays in cache anyway
     dict(n=1, c=32, m=16, hw=(64, 64), extra_reader=True),   # the depthwise output has another reader
