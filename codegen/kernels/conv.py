@@ -68,10 +68,11 @@ IMPLICIT_MAX_M = 48
 # 0.86 ms (2 threads)
 IMPLICIT_SMALL_MAP = 256
 IMPLICIT_MIN_TAPS = 25
-# ...and at stride 2 along W whatever the channels, where each image runs on one thread (1 thread, or whole images
-# per thread: onnxc_by_image); 1 thread, against the rows path: 32 -> 64 3x3 at 80x80 0.53 -> 0.45 ms, 64 -> 128 at
-# 56x56 0.89 -> 0.82, 144 -> 144 at 199x39 batch 4 25.7 -> 23.2; shared among 2 threads the rows path stays
-# (64 -> 128 at 56x56: 0.48 against 0.52)
+# ...and wherever the rows path would run, whatever the channels, when each image runs on one thread (1 thread, or
+# whole images per thread: onnxc_by_image); 1 thread, against the rows path: 3x3 stride 2, 32 -> 64 at 80x80 0.53 ->
+# 0.45 ms, 64 -> 128 at 56x56 0.89 -> 0.82, 144 -> 144 at 199x39 batch 4 25.7 -> 23.2; 1x3 64 -> 64 at 56x56 0.63 ->
+# 0.53; 1-D k = 5, 64 -> 128, batch 8 x 1024 4.6 -> 4.3; 3x3 dilation 2 and 1-D k = 3 within 3%. Shared among 2
+# threads the rows path stays (3x3 stride 2, 64 -> 128 at 56x56: 0.48 against 0.52)
 # pointwise (1x1) convolutions read X in place instead of packing it when few output channels share the
 # packed panel and the K loop is long enough: 144 -> 24 at 56x56 0.62x, 96 -> 24 0.75x, 192 -> 32 at 28x28
 # 0.97x; 32 -> 16 at 112x112 2.1x and 64 -> 384 1.3x (long outputs, short K) stay packed
@@ -175,10 +176,10 @@ def _conv_packed(ctx: KernelCtx, common: dict, win: Window, mode: str, ep, res: 
                 and (mode == "pointwise" and mg <= IMPLICIT_MAX_M and kg >= IMPLICIT_PW_MIN_K
                      or mode != "pointwise" and (mg <= IMPLICIT_MAX_M or math.prod(win.kernel) >= IMPLICIT_MIN_TAPS
                                                  or _small_map(ctx, win))))
-    # stride 2 along W with more output channels: the implicit GEMM where an image runs on one thread (1 thread, or
+    # the other convolutions the rows path takes: the implicit GEMM where an image runs on one thread (1 thread, or
     # whole images per thread), the rows path where an image is shared among threads
     per_image = (not implicit and os.environ.get(IMPLICIT_SWITCH, "1") != "0" and packed and not small
-                 and win.rank <= 2 and mode != "pointwise" and win.strides[-1] == 2)
+                 and win.rank <= 2 and rows)
     if implicit or per_image:
         ctx.include("onnxc_conv_implicit.h")
     return render("conv_packed.c.j2", **common, mode=mode, a=a, fa=fa, packed=packed, epi=epi, epi_chunk=epi_chunk,

@@ -404,8 +404,10 @@ IMAGE_CASES = {  # path -> (x shape at batch 4, w shape, attributes, implicit GE
     "phased": ([4, 6, 30, 33], [14, 6, 3, 3], {"pads": [1, 1, 1, 1], "strides": [2, 2]}, False),
     "implicit": ([4, 6, 30, 33], [14, 6, 3, 5], {"pads": [1, 2, 1, 2]}, True),
     "im2col": ([4, 4, 25, 25], [16, 4, 3, 3], {"strides": [3, 3]}, True),
-    # stride 2, 64 channels: the implicit GEMM when images are whole per thread (batch 4), rows when shared (3)
+    # 56-64 channels (stride 2, or a 1x3 kernel): the implicit GEMM when images are whole per thread (batch 4),
+    # rows when shared (3)
     "implicit_stride2": ([4, 8, 20, 21], [64, 8, 3, 3], {"pads": [1, 1, 1, 1], "strides": [2, 2]}, True),
+    "implicit_rows": ([4, 8, 20, 21], [56, 8, 1, 3], {"pads": [0, 1, 0, 1]}, True),
     "small_pointwise": ([4, 40, 7, 7], [56, 40, 1, 1], {}, True),
     "small": ([4, 64, 7, 7], [64, 32, 3, 3], {"pads": [1, 1, 1, 1], "group": 2}, True),
 }
@@ -418,7 +420,7 @@ def test_images_per_thread(path):
     and, bit for bit, 1 thread (residual and activation included, so the epilogue's offsets are checked)."""
     xs, ws, attrs, implicit = IMAGE_CASES[path]
     m, ref, feeds = _conv_model(xs, ws, True, True, "Relu", None, ["N", *xs[1:]], attrs)
-    marker = PATHS[{"implicit_pointwise": "implicit", "small_pointwise": "small", "implicit_stride2": "implicit"}.get(path, path)]
+    marker = PATHS["implicit" if path.startswith("implicit") else "small" if path.startswith("small") else path]
     with _implicit(implicit):
         one, two = onnxc.compile(m, threads=1), onnxc.compile(m, threads=2)
     assert marker in two.c_source and "onnxc_by_image(" in two.c_source
