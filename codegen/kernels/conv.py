@@ -68,11 +68,12 @@ IMPLICIT_MAX_M = 48
 # 0.86 ms (2 threads)
 IMPLICIT_SMALL_MAP = 256
 IMPLICIT_MIN_TAPS = 25
-# ...and wherever the rows path would run, whatever the channels, when each image runs on one thread (1 thread, or
-# whole images per thread: onnxc_by_image); 1 thread, against the rows path: 3x3 stride 2, 32 -> 64 at 80x80 0.53 ->
-# 0.45 ms, 64 -> 128 at 56x56 0.89 -> 0.82, 144 -> 144 at 199x39 batch 4 25.7 -> 23.2; 1x3 64 -> 64 at 56x56 0.63 ->
-# 0.53; 1-D k = 5, 64 -> 128, batch 8 x 1024 4.6 -> 4.3; 3x3 dilation 2 and 1-D k = 3 within 3%. Shared among 2
-# threads the rows path stays (3x3 stride 2, 64 -> 128 at 56x56: 0.48 against 0.52)
+# ...and wherever the rows path would run, whatever the channels; 1 thread, against the rows path: 3x3 stride 2,
+# 32 -> 64 at 80x80 0.53 -> 0.45 ms, 64 -> 128 at 56x56 0.89 -> 0.82, 144 -> 144 at 199x39 batch 4 25.7 -> 23.2;
+# 1x3 64 -> 64 at 56x56 0.63 -> 0.53; 1-D k = 5, 64 -> 128, batch 8 x 1024 4.6 -> 4.3; 3x3 dilation 2 and 1-D k = 3
+# within 3%. 2 threads sharing an image: stride 1 the same way (1x3: 0.32 -> 0.28; 1-D k = 5 at 4096: 1.21 -> 1.07),
+# but at stride 2 the rows path is as fast or faster (64 -> 128 at 56x56: 0.46 against 0.50), so there the implicit
+# GEMM runs only where an image is on one thread (1 thread, or whole images per thread: onnxc_by_image)
 # pointwise (1x1) convolutions read X in place instead of packing it when few output channels share the
 # packed panel and the K loop is long enough: 144 -> 24 at 56x56 0.62x, 96 -> 24 0.75x, 192 -> 32 at 28x28
 # 0.97x; 32 -> 16 at 112x112 2.1x and 64 -> 384 1.3x (long outputs, short K) stay packed
@@ -176,14 +177,15 @@ def _conv_packed(ctx: KernelCtx, common: dict, win: Window, mode: str, ep, res: 
                 and (mode == "pointwise" and mg <= IMPLICIT_MAX_M and kg >= IMPLICIT_PW_MIN_K
                      or mode != "pointwise" and (mg <= IMPLICIT_MAX_M or math.prod(win.kernel) >= IMPLICIT_MIN_TAPS
                                                  or _small_map(ctx, win))))
-    # the other convolutions the rows path takes: the implicit GEMM where an image runs on one thread (1 thread, or
-    # whole images per thread), the rows path where an image is shared among threads
-    per_image = (not implicit and os.environ.get(IMPLICIT_SWITCH, "1") != "0" and packed and not small
-                 and win.rank <= 2 and rows)
-    if implicit or per_image:
+    # the other convolutions the rows path takes: the implicit GEMM too, at stride 2 along W only where an image
+    # runs on one thread (1 thread, or whole images per thread; shared among threads the rows path stays)
+    wide = (not implicit and os.environ.get(IMPLICIT_SWITCH, "1") != "0" and packed and not small
+            and win.rank <= 2 and rows)
+    per_image = wide and win.strides[-1] == 2
+    if implicit or wide:
         ctx.include("onnxc_conv_implicit.h")
     return render("conv_packed.c.j2", **common, mode=mode, a=a, fa=fa, packed=packed, epi=epi, epi_chunk=epi_chunk,
-                  col_budget=PACKED_COL_BUDGET, rows=rows, small=small, implicit=implicit or per_image,
+                  col_budget=PACKED_COL_BUDGET, rows=rows, small=small, implicit=implicit or wide,
                   implicit_per_image=per_image, par=par_call(ctx), slots=SLOTS)
 
 

@@ -404,8 +404,7 @@ IMAGE_CASES = {  # path -> (x shape at batch 4, w shape, attributes, implicit GE
     "phased": ([4, 6, 30, 33], [14, 6, 3, 3], {"pads": [1, 1, 1, 1], "strides": [2, 2]}, False),
     "implicit": ([4, 6, 30, 33], [14, 6, 3, 5], {"pads": [1, 2, 1, 2]}, True),
     "im2col": ([4, 4, 25, 25], [16, 4, 3, 3], {"strides": [3, 3]}, True),
-    # 56-64 channels (stride 2, or a 1x3 kernel): the implicit GEMM when images are whole per thread (batch 4),
-    # rows when shared (3)
+    # 56-64 channels: the implicit GEMM (at stride 2 only when images are whole per thread: batch 4; rows for 3)
     "implicit_stride2": ([4, 8, 20, 21], [64, 8, 3, 3], {"pads": [1, 1, 1, 1], "strides": [2, 2]}, True),
     "implicit_rows": ([4, 8, 20, 21], [56, 8, 1, 3], {"pads": [0, 1, 0, 1]}, True),
     "small_pointwise": ([4, 40, 7, 7], [56, 40, 1, 1], {}, True),
