@@ -14,6 +14,8 @@ from onnx.reference import ReferenceEvaluator
 import onnxc
 from onnxc.passes import fuse_depthwise_pointwise as fdp
 
+from .util import check_batches_two_threads
+
 RNG = np.random.default_rng(17)
 MARK = "depthwise-pointwise"
 
@@ -99,14 +101,7 @@ def test_bands_of_whole_images():
     runs whole images per thread, in one band of 14 (onnxc_by_image): both against the reference and, bit for bit,
     one thread."""
     m, feeds = _model(n=4, c=384, m=64, hw=(14, 14), residual=True, symbolic=True)
-    one, two = onnxc.compile(m, threads=1), onnxc.compile(m, threads=2)
-    assert MARK in two.c_source and "onnxc_by_image(" in two.c_source
-    for n in (4, 3):
-        part = {k: v[:n] for k, v in feeds.items()}
-        want = ReferenceEvaluator(m).run(None, part)[0]
-        got = two.run(part)["y"]
-        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
-        np.testing.assert_array_equal(got, one.run(part)["y"])
+    check_batches_two_threads(m, m, feeds, marker=MARK)
 
 
 @pytest.mark.parametrize("kw", [

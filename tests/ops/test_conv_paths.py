@@ -19,6 +19,8 @@ from onnx.reference import ReferenceEvaluator
 
 import onnxc
 
+from .util import check_batches_two_threads
+
 RNG = np.random.default_rng(5)
 
 # a marker of each path in the generated C
@@ -421,11 +423,4 @@ def test_images_per_thread(path):
     m, ref, feeds = _conv_model(xs, ws, True, True, "Relu", None, ["N", *xs[1:]], attrs)
     marker = PATHS["implicit" if path.startswith("implicit") else "small" if path.startswith("small") else path]
     with _implicit(implicit):
-        one, two = onnxc.compile(m, threads=1), onnxc.compile(m, threads=2)
-    assert marker in two.c_source and "onnxc_by_image(" in two.c_source
-    for n in (4, 3):
-        part = {k: v[:n] for k, v in feeds.items()}
-        want = ReferenceEvaluator(ref).run(None, part)[0]
-        got = two.run(part)["y"]
-        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
-        np.testing.assert_array_equal(got, one.run(part)["y"])
+        check_batches_two_threads(m, ref, feeds, marker=marker)

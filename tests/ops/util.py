@@ -87,3 +87,20 @@ def random_array(rng: np.random.Generator, shape, dt=np.float32) -> np.ndarray:
 
 def i64(*v) -> np.ndarray:
     return np.array(v, dtype=np.int64)
+
+
+def check_batches_two_threads(model: onnx.ModelProto, ref: onnx.ModelProto, feeds: dict[str, np.ndarray],
+                              batches=(4, 3), marker: str | None = None) -> None:
+    """Compile `model` (batch dim symbolic) for 1 and 2 threads and run the first n images of `feeds` for each n in
+    `batches` (4: whole images per thread, runtime_c/onnxc_pool.h onnxc_by_image; 3: images shared by the threads):
+    output "y" against `ref` (onnx.reference) and, bit for bit, against 1 thread. `marker`: a string the 2-thread
+    C must hold (the path under test)."""
+    one, two = onnxc.compile(model, threads=1), onnxc.compile(model, threads=2)
+    assert "onnxc_by_image(" in two.c_source
+    assert marker is None or marker in two.c_source, f"expected {marker!r} in the generated C"
+    for n in batches:
+        part = {k: v[:n] for k, v in feeds.items()}
+        want = ReferenceEvaluator(ref).run(None, part)[0]
+        got = two.run(part)["y"]
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+        np.testing.assert_array_equal(got, one.run(part)["y"])
