@@ -77,7 +77,10 @@ int onnxc_sg_conv_small(int threads, int64_t M, int64_t K, int64_t OP, const flo
     }
     const int st = onnxc_sgemm_ex(threads, OP, M, K, 1.0f, col, OP, ONNXC_SG_TRANS, W, K, fw, 0.0f, tmp, M, in_gemm);
     if (st) return st;
-    const int64_t n = onnxc_chunks(threads, (double)M * (double)OP * (epi ? 8.0 : 1.0), 65536.0);
+    /* rows of Y (channels) in as many chunks as the GEMM's column stripes (4 per thread) once the copy is a few
+     * microseconds: each thread then copies much of what it computed, and the layer after (a depthwise one, by
+     * channels) reads it from the same core */
+    const int64_t n = onnxc_chunks(threads, (double)M * (double)OP * (epi ? 8.0 : 1.0), 4096.0);
     const onnxc_sg_small_par P = {M, OP, (M + n - 1) / n, tmp, Y, epi};
     onnxc_parallel(threads, (M + P.per - 1) / P.per, onnxc_sg_small_task, (void *)&P);
     return 0;
