@@ -32,6 +32,9 @@ from onnxc.passes.shapes.epilogue_spec import (
     DW_ACT_ATTR,
     DW_PARAMS_ATTR,
     DWPW_OP,
+    EX_ACT_ATTR,
+    EX_PARAMS_ATTR,
+    EXPAND_INPUT,
     PARAMS_ATTR,
     RESIDUAL_ATTR,
 )
@@ -81,8 +84,13 @@ def fusion(node: Node) -> tuple[str, list[str]] | None:
         dw = f"depthwise Conv {ks}, strides {node.attr('strides')}, pads {node.attr('pads')}"
         act = _act(node, DW_ACT_ATTR, DW_PARAMS_ATTR)
         pw = ["pointwise 1x1 Conv"] + _epilogue(node)
-        return "dwpw", [dw + (f", activation {act}" if act else ""), "then " + ", ".join(pw),
-                        "the depthwise output stays in a per-thread band buffer (never written to memory)"]
+        lines = [dw + (f", activation {act}" if act else ""), "then " + ", ".join(pw),
+                 "the depthwise output stays in a per-thread band buffer (never written to memory)"]
+        if node.input(EXPAND_INPUT) is not None:
+            ex = _act(node, EX_ACT_ATTR, EX_PARAMS_ATTR)
+            lines[:0] = ["expanding pointwise 1x1 Conv" + (f", activation {ex}" if ex else "") +
+                         ": its rows are computed per band, in the band buffer"]
+        return "dwpw", lines
     if node.domain == "onnxc" and op == "FusedAttention":
         mode = node.attr("scale_mode", 0)
         scale = {1: f"x {node.attr('scale'):g}", 2: f"/ {node.attr('scale'):g}"}.get(mode)

@@ -20,13 +20,22 @@ Matched (after fuse_epilogues, whose requests both convs may carry):
   bands to share among threads). Measured on MobileNetV2 (1 thread, batch 4) against the pair apart:
   112x112 0.58x, 56x56 0.74-0.88x, 28x28 and 14x14 0.9-1.0x, 7x7 1.05-1.09x.
 
-The node: inputs ``(x, w_dw, b_dw, w_pw, b_pw, R)`` (absent ones empty); D's geometry as
-``kernel_shape``, ``strides``, ``pads``, ``dilations``; D's activation under ``DW_ACT_ATTR`` /
-``DW_PARAMS_ATTR`` and P's epilogue request under the usual names (passes/shapes/epilogue_spec.py; the
-residual is input 5).
+Inverted-residual blocks put a pointwise Conv E before D that expands the channels (``1x1 -> activation
+-> depthwise -> activation -> 1x1``): E's output is then the block's widest tensor, and run apart E
+writes it to memory and D reads it back. E joins the node when it is a float32 1x1 Conv as P is (unit
+strides, no padding, group 1, constant filter and bias), with an activation request or none and no
+residual, D is its output's only reader, that output is not a graph output, and it holds at least
+MIN_EXPAND_ELEMENTS per image (below, it stays in the cache between E and D anyway). The kernel then
+computes E for the input rows each band of D reads, into the band's buffer.
 
-``ONNXC_DWPW=0`` at compile time leaves every pair apart (a debug knob for A/B measurements; the model
-cache keys on it, codegen/model_cache.py CODEGEN_ENV).
+The node: inputs ``(x, w_dw, b_dw, w_pw, b_pw, R, w_ex, b_ex)`` (absent ones empty; ``x`` is E's input
+when E joined); D's geometry as ``kernel_shape``, ``strides``, ``pads``, ``dilations``; D's activation
+under ``DW_ACT_ATTR`` / ``DW_PARAMS_ATTR``, E's under ``EX_ACT_ATTR`` / ``EX_PARAMS_ATTR`` and P's
+epilogue request under the usual names (passes/shapes/epilogue_spec.py; the residual is input 5, E's
+filter input EXPAND_INPUT).
+
+``ONNXC_DWPW=0`` at compile time leaves every pair apart, ``ONNXC_DWPW_EXPAND=0`` every E (debug knobs
+for A/B measurements; the model cache keys on them, codegen/model_cache.py CODEGEN_ENV).
 """
 
 from __future__ import annotations
@@ -42,6 +51,8 @@ from .shapes.epilogue_spec import (
     DW_ACT,
     DWPW_DOMAIN,
     DWPW_OP,
+    EX_ACT,
+    EXPAND_INPUT,
     RESIDUAL_INPUT,
     EpilogueRequest,
     activation_attrs,
@@ -53,7 +64,8 @@ DOMAIN, OP = DWPW_DOMAIN, DWPW_OP
 MAX_TAPS = 49  # largest depthwise kernel (7x7)
 MIN_ELEMENTS = 1 << 15  # depthwise output elements per image below which the pair stays apart
 MIN_POSITIONS = 196  # ... and output positions (MobileNetV2 at 7x7: one band per image, 1.05-1.09x apart)
-ENV_SWITCH = "ONNXC_DWPW"
+MIN_EXPAND_ELEMENTS = 1 << 16  # E's output elements per image below which E stays apart
+ENV_SWITCH, EXPAND_SWITCH = "ONNXC_DWPW", "ONNXC_DWPW_EXPAND"
 
 
 def _conv(n: Node | None) -> bool:
@@ -121,8 +133,25 @@ def match(p: Node, public: set[int]) -> Node | None:
     return d
 
 
-def _fused(d: Node, p: Node) -> Node:
-    """The DepthwisePointwise node computing ``p(d(x))`` (inputs and attributes: see the module doc)."""
+def expand(d: Node, public: set[int]) -> Node | None:
+    """The pointwise Conv whose output ``d`` reads, when it joins the node (see the module doc)."""
+    t = d.input(0)
+    e = t.producer
+    if not _conv(e) or e.graph is not d.graph or t.id in public or len(t.uses()) != 1 or e.input(0) is None:
+        return None
+    xs, ts = e.input(0).shape, t.shape
+    if e.input(0).dtype != DType.FLOAT or xs is None or len(xs) != 4 or not isinstance(xs[1], int):
+        return None
+    if ts is None or len(ts) != 4 or not all(isinstance(v, int) for v in ts[1:]):
+        return None
+    req = parse_epilogue(e)
+    if req.residual is not None or req.bias is not None or len(e.inputs) > 3 or not _pointwise(e, xs[1]):
+        return None
+    return e if math.prod(ts[1:]) >= MIN_EXPAND_ELEMENTS else None
+
+
+def _fused(d: Node, p: Node, e: Node | None) -> Node:
+    """The DepthwisePointwise node computing ``p(d(e(x)))`` or ``p(d(x))`` (see the module doc)."""
     kh, kw = d.input(1).shape[2:]
     pw = parse_epilogue(p)
     attrs = {
@@ -137,6 +166,10 @@ def _fused(d: Node, p: Node) -> Node:
         ins += [None] * (RESIDUAL_INPUT[OP] - len(ins)) + [p.input(pw.residual)]
         pw = EpilogueRequest(pw.activation, RESIDUAL_INPUT[OP])
     attrs |= request_attrs(pw)
+    if e is not None:
+        ins[0] = e.input(0)
+        ins += [None] * (EXPAND_INPUT - len(ins)) + [e.input(1), e.input(2)]
+        attrs |= activation_attrs(parse_epilogue(e).activation, EX_ACT)
     while ins and ins[-1] is None:
         ins.pop()
     return Node(OP, ins, [], attrs, domain=DOMAIN, name=(p.name or p.outputs[0].name) + "_dwpw")
@@ -152,10 +185,13 @@ def fuse_graph(g: Graph) -> bool:
         if d is None:
             continue
         out = p.outputs[0]
-        fused = _fused(d, p)
+        e = expand(d, public) if os.environ.get(EXPAND_SWITCH, "1") not in ("0", "off", "false") else None
+        fused = _fused(d, p, e)
         g.insert_before(p, fused)
         g.remove(p)
         g.remove(d)
+        if e is not None:
+            g.remove(e)
         fused.add_output(out)
         changed = True
     return changed

@@ -26,7 +26,7 @@ import os
 import numpy as np
 
 from onnxc.ir import DType, Node
-from onnxc.passes.shapes.epilogue_spec import DW_ACT, DWPW_DOMAIN, DWPW_OP
+from onnxc.passes.shapes.epilogue_spec import DW_ACT, DWPW_DOMAIN, DWPW_OP, EX_ACT, EXPAND_INPUT
 from onnxc.passes.shapes.spatial import Window
 
 from ..cexpr import c_literal
@@ -34,11 +34,12 @@ from ..templating import render
 from .base import KernelCtx, kernel
 from .conv import IMPLICIT_MAX_M
 from .conv_depthwise import phased_taps
-from .epilogue import activation, epilogue, sg_epi, use_act
+from .epilogue import Epilogue, activation, epilogue, sg_epi, use_act
 from .gemm_layout import pack_a
 from .nncommon import use_gemm
 from .parcall import SLOTS, par_call
 
+EX_BAND_BYTES = 1 << 20  # with an expanding pointwise Conv: its rows and the depthwise band together
 BAND_BYTES = 1 << 19  # the per-thread depthwise band: 512 KiB, with the GEMM's packed panels inside a 1-2 MiB L2
 # (14x14 maps of 384-576 channels in one band instead of two: 126 -> 115 us; 256 KiB was chosen on a 1 MiB L2)
 BAND_COST = 0.5  # a band's fixed cost (its GEMM call, the epilogue set-up), in rows, for band_rows
@@ -52,6 +53,11 @@ def _accepts(node: Node) -> str | None:
     if any(v is not None and v.dtype != DType.FLOAT for v in node.inputs) or node.outputs[0].dtype != DType.FLOAT:
         return "only float32 depthwise-pointwise pairs are fused"
     return None
+
+
+def _rows_read(t: int, sh: int, kh: int, dh: int) -> int:
+    """Input rows a band of ``t`` output rows reads (padding rows included)."""
+    return (t - 1) * sh + (kh - 1) * dh + 1
 
 
 def band_rows(oh: int, fit: int, threads: int) -> int:
@@ -87,7 +93,19 @@ def depthwise_pointwise(ctx: KernelCtx) -> str:
     if implicit:
         ctx.include("onnxc_conv_implicit.h")
     ctx.repack_const(3, pack_a(np.asarray(wpw.const, dtype=np.float32).reshape(m, c)))
-    fit = max(1, min(oh, BAND_BYTES // (4 * c * ow)))
+    wex = ctx.ins[EXPAND_INPUT] if len(ctx.ins) > EXPAND_INPUT else None
+    ci, ex_act = c, (0, 0.0, 0.0)
+    ex_bias = len(ctx.ins) > EXPAND_INPUT + 1 and ctx.ins[EXPAND_INPUT + 1] is not None
+    if wex is not None:
+        ci, iw = int(wex.shape[1]), int(x.shape[3])
+        ctx.repack_const(EXPAND_INPUT, pack_a(np.asarray(wex.const, dtype=np.float32).reshape(c, ci)))
+        ex_act = activation(ctx, EX_ACT)
+        use_act(ctx)
+        # rows of the band's input (E's output) per band of t output rows: the band and the expanded rows it reads
+        fit = max(1, min(oh, next((t for t in range(oh, 0, -1)
+                                   if 4 * c * (t * ow + _rows_read(t, sh, kh, dh) * iw) <= EX_BAND_BYTES), 1)))
+    else:
+        fit = max(1, min(oh, BAND_BYTES // (4 * c * ow)))
     tr, tr_image = band_rows(oh, fit, ctx.threads), band_rows(oh, fit, 1)
     res = "NULL" if ep.residual is None else f"in{ep.residual} + n * M * OP + oh0 * OW"
     epi = sg_epi(ep, bias="in4" if len(ctx.ins) > 4 and ctx.ins[4] is not None else "NULL", res=res, ldr="OP")
@@ -98,6 +116,8 @@ def depthwise_pointwise(ctx: KernelCtx) -> str:
         ctx.include("onnxc_depthwise.h")
     return render("conv_dwpw.c.j2", N=x.dims[0], C=str(c), M=str(m), IH=x.dims[2], IW=x.dims[3], OH=str(oh),
                   OW=str(ow), KH=kh, KW=kw, SH=sh, SW=sw, DH=dh, DW=dw, PH=ph, PW=pw, TR=tr, TR_image=tr_image, phased=phased, taps=taps,
-                  dh_max=dh_max, dw_max=dw_max, VL=16,
+                  dh_max=dh_max, dw_max=dw_max, VL=16, CI=str(ci), expand=wex is not None, EXI=EXPAND_INPUT,
+                  RM=_rows_read(max(tr, tr_image), sh, kh, dh),
+                  ex_epi=sg_epi(Epilogue(*ex_act, None, None), bias=f"in{EXPAND_INPUT + 1}" if ex_bias else "NULL"),
                   dw_bias=len(ctx.ins) > 2 and ctx.ins[2] is not None, dw_act=act, epi=epi, par=par_call(ctx),
                   slots=SLOTS, grain=BAND_GRAIN, implicit=implicit, PFD=PREFETCH_CHANNELS)

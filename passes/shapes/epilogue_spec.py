@@ -16,7 +16,8 @@ travels as node attributes that ONNX models never carry (so a model file may car
   slot, a vector of the output's element type with one value per output column (``[N]`` or
   ``[1, ..., 1, N]``), added first;
 - ``DW_ACT_ATTR`` / ``DW_PARAMS_ATTR``: DepthwisePointwise's second activation, the one of its
-  depthwise half, spelled like ``ACT_ATTR`` / ``PARAMS_ATTR``.
+  depthwise half, spelled like ``ACT_ATTR`` / ``PARAMS_ATTR``; ``EX_ACT_ATTR`` / ``EX_PARAMS_ATTR``: the
+  activation of its expanding pointwise Conv, when it has one (inputs ``EXPAND_INPUT``).
 
 :func:`parse_epilogue` reads a node's request into an :class:`EpilogueRequest` (UnsupportedOpError
 on one no kernel can serve); :func:`request_attrs` writes one. The C codes of the activations stay in
@@ -37,8 +38,11 @@ RESIDUAL_ATTR = "onnxc_residual"
 BIAS_ATTR = "onnxc_bias"
 DW_ACT_ATTR = "onnxc_dw_activation"
 DW_PARAMS_ATTR = "onnxc_dw_activation_params"
+EX_ACT_ATTR = "onnxc_ex_activation"
+EX_PARAMS_ATTR = "onnxc_ex_activation_params"
 
 DWPW_DOMAIN, DWPW_OP = "onnxc", "DepthwisePointwise"  # passes/fuse_depthwise_pointwise.py
+EXPAND_INPUT = 6  # DepthwisePointwise's expanding pointwise filter (its bias at EXPAND_INPUT + 1)
 
 # activation -> its parameters as (ONNX attribute name, default), in ONNX order
 ACTIVATIONS: dict[str, tuple[tuple[str, float], ...]] = {
@@ -71,6 +75,7 @@ class ActivationKeys:
 
 PRODUCT_ACT = ActivationKeys(ACT_ATTR, PARAMS_ATTR)
 DW_ACT = ActivationKeys(DW_ACT_ATTR, DW_PARAMS_ATTR)
+EX_ACT = ActivationKeys(EX_ACT_ATTR, EX_PARAMS_ATTR)
 
 
 @dataclass(frozen=True)

@@ -18,12 +18,16 @@ from .util import check_batches_two_threads
 
 RNG = np.random.default_rng(17)
 MARK = "depthwise-pointwise"
+EX_MARK = "E's rows [ir0, ir1)"
 
 
 def _model(n: int, c: int, m: int, hw: tuple[int, int], k: int = 3, strides=(1, 1), pads=None, dilations=(1, 1),
            dw_bias: bool = True, pw_bias: bool = True, dw_act: str | None = "Relu", pw_act: str | None = None,
            residual: bool = False, symbolic: bool = False, extra_reader: bool = False,
-           dw_output: bool = False, pw_strides=(1, 1), multiplier: int = 1) -> tuple[onnx.ModelProto, dict]:
+           dw_output: bool = False, pw_strides=(1, 1), multiplier: int = 1, expand: int = 0,
+           ex_act: str | None = "Relu", ex_bias: bool = True, ex_output: bool = False) -> tuple[onnx.ModelProto, dict]:
+    """depthwise (c channels at hw) -> pointwise to m; with ``expand``, a pointwise Conv from ``expand``
+    channels to c (and ``ex_act``) first."""
     pads = [k // 2] * 4 if pads is None else pads
     inits = [numpy_helper.from_array((RNG.standard_normal((c * multiplier, 1, k, k)) * 0.3).astype(np.float32), "wd"),
              numpy_helper.from_array((RNG.standard_normal((m, c * multiplier, 1, 1)) * 0.2).astype(np.float32), "wp")]
@@ -36,12 +40,20 @@ def _model(n: int, c: int, m: int, hw: tuple[int, int], k: int = 3, strides=(1, 
         pins.append("bp")
     nodes = [helper.make_node("Conv", dins, ["d"], kernel_shape=[k, k], strides=list(strides), pads=pads,
                               dilations=list(dilations), group=c)]
+    if expand:
+        inits.append(numpy_helper.from_array((RNG.standard_normal((c, expand, 1, 1)) * 0.3).astype(np.float32), "we"))
+        eins = ["xe", "we"]
+        if ex_bias:
+            inits.append(numpy_helper.from_array(RNG.standard_normal(c).astype(np.float32), "be"))
+            eins.append("be")
+        nodes[:0] = [helper.make_node("Conv", eins, ["e"], kernel_shape=[1, 1]),
+                     helper.make_node(ex_act, ["e"], ["x"]) if ex_act else helper.make_node("Identity", ["e"], ["x"])]
     nodes.append(helper.make_node(dw_act, ["d"], ["da"]) if dw_act else helper.make_node("Identity", ["d"], ["da"]))
     nodes.append(helper.make_node("Conv", pins, ["p"], kernel_shape=[1, 1], strides=list(pw_strides)))
     out = "p"
-    x = RNG.standard_normal((n, c, *hw)).astype(np.float32)
-    feeds = {"x": x}
-    ins = [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", c, *hw] if symbolic else [n, c, *hw])]
+    xin, cin = ("xe", expand) if expand else ("x", c)
+    feeds = {xin: RNG.standard_normal((n, cin, *hw)).astype(np.float32)}
+    ins = [helper.make_tensor_value_info(xin, TensorProto.FLOAT, ["N", cin, *hw] if symbolic else [n, cin, *hw])]
     if residual:
         oshape = ReferenceEvaluator(helper.make_model(
             helper.make_graph(nodes, "s", ins[:1], [helper.make_tensor_value_info("p", TensorProto.FLOAT, None)], inits),
@@ -60,14 +72,18 @@ def _model(n: int, c: int, m: int, hw: tuple[int, int], k: int = 3, strides=(1, 
         outs.append(helper.make_tensor_value_info("z", TensorProto.FLOAT, None))
     if dw_output:
         outs.append(helper.make_tensor_value_info("da", TensorProto.FLOAT, None))
+    if ex_output:
+        outs.append(helper.make_tensor_value_info("x", TensorProto.FLOAT, None))
     g = helper.make_graph(nodes, "g", ins, outs, inits)
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), feeds
 
 
-def check(fused: bool, threads: int | None = None, **kw) -> None:
+def check(fused: bool, threads: int | None = None, expanded: bool | None = None, **kw) -> None:
     m, feeds = _model(**kw)
     cm = onnxc.compile(m, threads=threads)
     assert (MARK in cm.c_source) == fused, "pair " + ("not fused" if fused else "fused")
+    if expanded is not None:
+        assert (EX_MARK in cm.c_source) == expanded, "expanding conv " + ("not fused" if expanded else "fused")
     want = ReferenceEvaluator(m).run(None, feeds)
     got = cm.run(feeds)
     for name, w in zip([o.name for o in m.graph.output], want):
@@ -90,6 +106,40 @@ def check(fused: bool, threads: int | None = None, **kw) -> None:
 ])
 def test_fused(kw):
     check(True, **kw)
+
+
+@pytest.mark.parametrize("kw", [
+    dict(n=1, expand=16, c=96, m=24, hw=(112, 112), strides=(2, 2), ex_act="Clip"),              # wide rows, stride 2
+    dict(n=2, expand=24, c=144, m=24, hw=(56, 56), residual=True, symbolic=True, ex_bias=False),
+    dict(n=1, expand=20, c=72, m=40, hw=(61, 45), k=5, pads=[2, 1, 2, 3], ex_act="HardSwish"),  # 5x5, odd map
+    # narrow maps (stride-phase depthwise rows), several bands; a band that reads no padding row
+    dict(n=1, expand=32, c=192, m=32, hw=(40, 40), ex_act=None, dw_act="Clip"),
+    dict(n=2, expand=64, c=160, m=48, hw=(37, 33), k=5, dilations=(2, 2), pads=[4, 4, 3, 3], strides=(2, 1)),
+    dict(n=1, expand=24, c=128, m=24, hw=(48, 48), strides=(2, 2), pads=[0, 0, 1, 1]),
+])
+def test_expand_fused(kw):
+    """An expanding pointwise Conv in front joins the node: its rows are computed per band."""
+    check(True, expanded=True, **kw)
+
+
+@pytest.mark.parametrize("kw", [
+    dict(n=1, expand=16, c=32, m=16, hw=(32, 32)),                       # E's output is small
+    dict(n=1, expand=16, c=96, m=24, hw=(64, 64), ex_output=True),        # ... or a graph output
+])
+def test_expand_apart(kw):
+    check(True, expanded=False, **kw)
+
+
+@pytest.mark.parametrize("kw", [
+    dict(expand=16, c=96, m=24, hw=(112, 112), strides=(2, 2)),
+    dict(expand=24, c=144, m=24, hw=(56, 56), residual=True),
+    dict(expand=32, c=192, m=32, hw=(30, 30)),
+])
+def test_expand_two_threads(kw):
+    """At 2 threads each thread computes the rows of E its own bands read (whole images per thread at batch 4,
+    shared images at 3 and 1): the reference, and one thread bit for bit."""
+    m, feeds = _model(n=4, symbolic=True, **kw)
+    check_batches_two_threads(m, m, feeds, batches=(4, 3, 1), marker=EX_MARK)
 
 
 def test_fused_two_threads():
@@ -137,3 +187,15 @@ def test_pipeline_checked():
     node = nodes[0]
     assert node.domain == fdp.DOMAIN and node.attr("onnxc_dw_activation") == "Relu"
     assert node.attr("onnxc_activation") == "Relu" and node.attr("onnxc_residual") == 1 and len(node.inputs) == 6
+
+
+def test_pipeline_checked_expand():
+    """With the expanding conv, the node reads the block's input and carries E's filter, bias and activation."""
+    from onnxc.frontend import load_model
+    from onnxc.passes.pipeline import optimize
+    m, _ = _model(n=1, expand=16, c=96, m=24, hw=(64, 64), ex_act="HardSwish", pw_act="Relu")
+    nodes = list(optimize(load_model(m), check=True).graph.nodes)
+    assert [n.op_type for n in nodes] == ["DepthwisePointwise"]
+    node = nodes[0]
+    assert node.inputs[0].name == "xe" and node.attr("onnxc_ex_activation") == "HardSwish"
+    assert [v.const.shape for v in node.inputs[6:8]] == [(96, 16, 1, 1), (96,)]
