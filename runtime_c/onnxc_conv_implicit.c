@@ -88,6 +88,12 @@ static inline __attribute__((always_inline)) void onnxc_ci_k512(const int R, int
     }
 }
 
+/* A part of a tile's output channels reads the tile's B rows again, from wherever the input is: often the other
+ * core's cache, which wrote that half of the map (onnxc_cut.h `copy`, in output channels' worth of GEMM). Without
+ * it, equal spans favoured two halves of the channels over whole tiles, and both threads read all of the input
+ * (144 -> 24 pointwise at 56 x 56 after a 2-thread elementwise op: no faster on 2 threads than on 1). */
+#define ONNXC_CI_PART_COST 1.0
+
 typedef struct {
     int64_t M, K, XWs, OH, OW, OP, VP, ldy;
     onnxc_cut cut;
@@ -162,7 +168,7 @@ int onnxc_ci_conv_ld(int threads, int64_t M, int64_t K, const float *Ap, const f
     const int64_t NR = ONNXC_SG_NR, OP = OH * OW, VP = OH * XWs, tiles = (VP + NR - 1) / NR;
     if (M <= 0 || OP <= 0) return 0;
     const int64_t n = onnxc_chunks(threads, (double)M * (double)K * (double)OP, ONNXC_GEMM_PAR_MIN);
-    const onnxc_cut cut = onnxc_cut_plan(threads, n, tiles, VP - (tiles - 1) * NR, M, K, 0.0);
+    const onnxc_cut cut = onnxc_cut_plan(threads, n, tiles, VP - (tiles - 1) * NR, M, K, ONNXC_CI_PART_COST);
     onnxc_ci_par P = {M, K, XWs, OH, OW, OP, VP, ldy, cut, Ap, xp, koff, Y, epi};
     onnxc_parallel(threads, P.cut.items, onnxc_ci_task, &P);
     return 0;
