@@ -155,6 +155,12 @@ def quantize_linear(ctx: KernelCtx) -> str:
         xv = f"{rnd}({xv})"
     q = f"{rnd}({xv} / s_)" if rnd else f"({xv} / s_)"
     params = [f"const {ct} s_ = {sv};"]
+    if out in INT_RANGES and not rnd:
+        # |x| < s / 2 rounds to 0: divide 0 instead, or a quotient below the normal range (an activation whose
+        # range reaches -FLT_MAX, as masked attention scores do, has a scale near 1e36) takes the divider's slow
+        # subnormal path, 5x the loop's time
+        params.append(f"const {ct} h_ = s_ * 0.5{'f' if ct == 'float' else ''};")
+        q = f"((fabs{'f' if ct == 'float' else ''}({xv}) < h_ ? 0 : {xv}) / s_)"
     if out in INT_RANGES:
         lo, hi = INT_RANGES[out]
         f = "f" if ct == "float" else ""

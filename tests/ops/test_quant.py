@@ -81,6 +81,19 @@ def test_quantize_round_half_even_and_saturation():
     np.testing.assert_array_equal(got[0], [0, 1])
 
 
+@pytest.mark.parametrize("scale", [0.02, 1.3e36, 3e-38])
+def test_quantize_near_half_a_step(scale):
+    """Values under half a step go to the zero point without dividing them (their quotient would be subnormal:
+    the slow path of the divider, with a masked-attention activation's scale near 1e36); the values around the
+    cut and the special ones as the reference."""
+    s = np.float32(scale)
+    h = np.float32(s / 2)
+    x = np.float32([0, -0.0, h, -h, np.nextafter(h, 0), np.nextafter(h, np.inf), -np.nextafter(h, np.inf), s * 0.49,
+                    s * 1.5, 1e-40, -1e-40, min(scale * 300, 1e38), np.nan])
+    check("QuantizeLinear", {"x": x, "s": s, "z": np.int8(3)})
+    check("QuantizeLinear", {"x": x, "s": s, "z": np.uint8(128)})
+
+
 @pytest.mark.parametrize("axis", [1, -1, -3])
 def test_quantize_per_axis_symbolic(axis):
     x = f32(2, 3, 4, 5)
