@@ -86,6 +86,8 @@ def fusion(node: Node) -> tuple[str, list[str]] | None:
         pw = ["pointwise 1x1 Conv"] + _epilogue(node)
         lines = [dw + (f", activation {act}" if act else ""), "then " + ", ".join(pw),
                  "the depthwise output stays in a per-thread band buffer (never written to memory)"]
+        if node.input(3) is None:
+            lines[1:] = ["no pointwise Conv after: the depthwise rows are the output"]
         if node.input(EXPAND_INPUT) is not None:
             ex = _act(node, EX_ACT_ATTR, EX_PARAMS_ATTR)
             lines[:0] = ["expanding pointwise 1x1 Conv" + (f", activation {ex}" if ex else "") +

@@ -77,8 +77,9 @@ def band_rows(oh: int, fit: int, threads: int) -> int:
 @kernel(DWPW_OP, domain=DWPW_DOMAIN, types={DType.FLOAT}, accepts=_accepts)
 def depthwise_pointwise(ctx: KernelCtx) -> str:
     x, y = ctx.ins[0], ctx.outs[0]
-    wdw, wpw = ctx.ins[1], ctx.ins[3]
-    c, m = int(wdw.shape[0]), int(wpw.shape[0])
+    wdw, wpw = ctx.ins[1], ctx.ins[3] if len(ctx.ins) > 3 else None
+    c = int(wdw.shape[0])
+    m = c if wpw is None else int(wpw.shape[0])
     kh, kw = (int(k) for k in ctx.attr("kernel_shape"))
     sh, sw = (int(s) for s in ctx.attr("strides"))
     dh, dw = (int(d) for d in ctx.attr("dilations"))
@@ -89,10 +90,11 @@ def depthwise_pointwise(ctx: KernelCtx) -> str:
     dw_act = activation(ctx, DW_ACT)
     if ep.act or dw_act[0]:
         use_act(ctx)
-    implicit = m <= IMPLICIT_MAX_M
+    implicit = wpw is not None and m <= IMPLICIT_MAX_M
     if implicit:
         ctx.include("onnxc_conv_implicit.h")
-    ctx.repack_const(3, pack_a(np.asarray(wpw.const, dtype=np.float32).reshape(m, c)))
+    if wpw is not None:
+        ctx.repack_const(3, pack_a(np.asarray(wpw.const, dtype=np.float32).reshape(m, c)))
     wex = ctx.ins[EXPAND_INPUT] if len(ctx.ins) > EXPAND_INPUT else None
     ci, ex_act = c, (0, 0.0, 0.0)
     ex_bias = len(ctx.ins) > EXPAND_INPUT + 1 and ctx.ins[EXPAND_INPUT + 1] is not None
@@ -102,8 +104,9 @@ def depthwise_pointwise(ctx: KernelCtx) -> str:
         ex_act = activation(ctx, EX_ACT)
         use_act(ctx)
         # rows of the band's input (E's output) per band of t output rows: the band and the expanded rows it reads
+        band = ow if wpw is not None else 0  # the band's depthwise rows (none without a pointwise Conv: Y's)
         fit = max(1, min(oh, next((t for t in range(oh, 0, -1)
-                                   if 4 * c * (t * ow + _rows_read(t, sh, kh, dh) * iw) <= EX_BAND_BYTES), 1)))
+                                   if 4 * c * (t * band + _rows_read(t, sh, kh, dh) * iw) <= EX_BAND_BYTES), 1)))
     else:
         fit = max(1, min(oh, BAND_BYTES // (4 * c * ow)))
     tr, tr_image = band_rows(oh, fit, ctx.threads), band_rows(oh, fit, 1)
@@ -116,7 +119,7 @@ def depthwise_pointwise(ctx: KernelCtx) -> str:
         ctx.include("onnxc_depthwise.h")
     return render("conv_dwpw.c.j2", N=x.dims[0], C=str(c), M=str(m), IH=x.dims[2], IW=x.dims[3], OH=str(oh),
                   OW=str(ow), KH=kh, KW=kw, SH=sh, SW=sw, DH=dh, DW=dw, PH=ph, PW=pw, TR=tr, TR_image=tr_image, phased=phased, taps=taps,
-                  dh_max=dh_max, dw_max=dw_max, VL=16, CI=str(ci), expand=wex is not None, EXI=EXPAND_INPUT,
+                  dh_max=dh_max, dw_max=dw_max, VL=16, CI=str(ci), expand=wex is not None, EXI=EXPAND_INPUT, project=wpw is not None,
                   RM=_rows_read(max(tr, tr_image), sh, kh, dh),
                   ex_epi=sg_epi(Epilogue(*ex_act, None, None), bias=f"in{EXPAND_INPUT + 1}" if ex_bias else "NULL"),
                   dw_bias=len(ctx.ins) > 2 and ctx.ins[2] is not None, dw_act=act, epi=epi, par=par_call(ctx),

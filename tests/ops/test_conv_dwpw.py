@@ -122,6 +122,55 @@ def test_expand_fused(kw):
     check(True, expanded=True, **kw)
 
 
+def _se_model(n: int, ci: int, c: int, hw: tuple[int, int], strides=(1, 1), k: int = 3, pads=None,
+              symbolic: bool = False) -> tuple[onnx.ModelProto, dict]:
+    """Expanding pointwise Conv -> depthwise Conv -> squeeze-excite (global pool, 1x1 Convs, scale): the depthwise
+    output has two readers and no pointwise Conv."""
+    pads = [k // 2] * 4 if pads is None else pads
+    r = max(1, c // 4)
+    inits = [numpy_helper.from_array((RNG.standard_normal((c, ci, 1, 1)) * 0.3).astype(np.float32), "we"),
+             numpy_helper.from_array(RNG.standard_normal(c).astype(np.float32), "be"),
+             numpy_helper.from_array((RNG.standard_normal((c, 1, k, k)) * 0.3).astype(np.float32), "wd"),
+             numpy_helper.from_array(RNG.standard_normal(c).astype(np.float32), "bd"),
+             numpy_helper.from_array((RNG.standard_normal((r, c, 1, 1)) * 0.2).astype(np.float32), "w1"),
+             numpy_helper.from_array((RNG.standard_normal((c, r, 1, 1)) * 0.2).astype(np.float32), "w2")]
+    nodes = [helper.make_node("Conv", ["xe", "we", "be"], ["e"], kernel_shape=[1, 1]),
+             helper.make_node("Sigmoid", ["e"], ["es"]), helper.make_node("Mul", ["e", "es"], ["x"]),
+             helper.make_node("Conv", ["x", "wd", "bd"], ["d"], kernel_shape=[k, k], strides=list(strides), pads=pads,
+                              group=c),
+             helper.make_node("Relu", ["d"], ["da"]),
+             helper.make_node("GlobalAveragePool", ["da"], ["g"]),
+             helper.make_node("Conv", ["g", "w1"], ["g1"], kernel_shape=[1, 1]), helper.make_node("Relu", ["g1"], ["g2"]),
+             helper.make_node("Conv", ["g2", "w2"], ["g3"], kernel_shape=[1, 1]),
+             helper.make_node("Sigmoid", ["g3"], ["g4"]), helper.make_node("Mul", ["da", "g4"], ["y"])]
+    feeds = {"xe": RNG.standard_normal((n, ci, *hw)).astype(np.float32)}
+    ins = [helper.make_tensor_value_info("xe", TensorProto.FLOAT, ["N", ci, *hw] if symbolic else [n, ci, *hw])]
+    g = helper.make_graph(nodes, "g", ins, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), feeds
+
+
+@pytest.mark.parametrize("kw", [
+    dict(n=1, ci=16, c=96, hw=(112, 112), strides=(2, 2)),
+    dict(n=2, ci=24, c=48, hw=(120, 104), symbolic=True),                         # wide rows, stride 1
+    dict(n=1, ci=8, c=160, hw=(60, 58), k=5, pads=[2, 1, 2, 3]),                   # stride-phase rows (narrow map)
+])
+def test_expand_without_pointwise(kw):
+    """Expanding Conv -> depthwise Conv whose output a squeeze-excite block reads: fused with no pointwise Conv,
+    the depthwise rows written to the output; against the reference, and at 2 threads bit for bit."""
+    m, feeds = _se_model(**kw)
+    one, two = onnxc.compile(m, threads=1), onnxc.compile(m, threads=2)
+    assert EX_MARK in one.c_source and "no pointwise Conv after" in one.c_source
+    want = ReferenceEvaluator(m).run(None, feeds)[0]
+    got = one.run(feeds)["y"]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    np.testing.assert_array_equal(two.run(feeds)["y"], got)
+
+
+def test_expand_without_pointwise_small_stays_apart():
+    m, _ = _se_model(n=1, ci=16, c=64, hw=(56, 56))  # 200K elements: below MIN_EXPAND_ONLY_ELEMENTS
+    assert EX_MARK not in onnxc.compile(m).c_source
+
+
 @pytest.mark.parametrize("kw", [
     dict(n=1, expand=16, c=32, m=16, hw=(32, 32)),                       # E's output is small
     dict(n=1, expand=16, c=96, m=24, hw=(64, 64), ex_output=True),        # ... or a graph output
