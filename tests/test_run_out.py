@@ -156,6 +156,20 @@ def test_out_in_place(setup, monkeypatch):
     np.testing.assert_allclose(sub["act"], want["act"], rtol=1e-5)
 
 
+def test_out_and_plain_runs_share_the_threads_descriptors(setup):
+    """run(out=...) and plain runs, interleaved at different batch sizes on one thread, use the same
+    per-thread descriptors: each run sees its own shapes and buffers."""
+    _, sess, cm = setup
+    for n in (3, 1, 2, 1):
+        f = {"x": _x(n)}
+        want = sess.run(None, f)
+        _check(cm.run(f), want)
+        out = {"conv": np.empty_like(want[0]), "am": np.empty_like(want[3])}
+        got = cm.run(f, out=out)
+        assert got["conv"] is out["conv"] and got["am"] is out["am"]
+        _check(got, want)
+
+
 def test_out_copied_when_it_overlaps_an_input_or_is_empty(setup):
     _, sess, cm = setup
     x = _x(1)
@@ -194,3 +208,19 @@ def test_out_read_only_or_shared(setup):
     big = np.zeros((1, M, H, W), np.float32)
     with pytest.raises(InputError, match=r"out\['act'\] and out\['conv'\] share memory"):
         cm.run({"x": _x(1)}, out={"conv": big, "act": big[:, :C]})
+
+
+def test_out_with_a_wrong_static_shape_then_a_right_one():
+    """A static input of the wrong shape through run(out=...) is refused with the shape error (the general path),
+    and leaves the thread's descriptors as they were for the next runs."""
+    m = helper.make_model(helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"])], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 7, 7])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]), opset_imports=[helper.make_opsetid("", 17)])
+    cm = onnxc.compile(m, threads=1)
+    x = RNG.standard_normal((1, 8, 7, 7)).astype(np.float32)
+    y = np.empty_like(x)
+    assert cm.run({"x": x}, out={"y": y})["y"] is y
+    with pytest.raises(InputError, match="7"):
+        cm.run({"x": np.zeros((1, 8, 7, 6), np.float32)}, out={"y": y})
+    np.testing.assert_array_equal(cm.run({"x": x}, out={"y": y})["y"], np.maximum(x, 0))
+    np.testing.assert_array_equal(cm.run({"x": x})["y"], np.maximum(x, 0))
