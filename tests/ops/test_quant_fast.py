@@ -67,6 +67,11 @@ CONVS = [  # (x type, w type, y type, x shape, w shape, per channel, bias, attri
     (np.uint8, np.uint8, np.uint8, (2, 3, 13, 12), (3, 1, 5, 5), True, False, {"group": 3, "strides": [2, 1],
                                                                               "pads": [2, 2, 2, 2]}),
     (np.uint8, np.int8, np.int8, (1, 4, 20), (4, 1, 5), False, True, {"group": 4, "pads": [2, 2]}),
+    # stride-1 depthwise over flattened plane rows (narrow maps): dilated 5x5 with uneven pads, 7x7, no padding
+    (np.uint8, np.int8, np.uint8, (1, 5, 17, 15), (5, 1, 5, 5), True, True, {"group": 5, "pads": [4, 1, 2, 3],
+                                                                            "dilations": [2, 2]}),
+    (np.int8, np.int8, np.int8, (2, 6, 14, 14), (6, 1, 7, 7), False, False, {"group": 6, "pads": [3, 3, 3, 3]}),
+    (np.uint8, np.uint8, np.uint8, (1, 3, 9, 31), (3, 1, 3, 3), True, True, {"group": 3}),
 ]
 
 
@@ -79,6 +84,7 @@ def test_qlinear_conv_fast_paths_exact():
     src = compiled.c_source
     assert src.count("onnxc_ig_im2col_packed(") >= 4  # the GEMM path for the four grouped-or-dense ones
     assert src.count("phase") >= 1  # the depthwise kernel for the others
+    assert "is plane position v +" in src  # ... over flattened plane rows for the narrow stride-1 ones
     for n in (1, 2):
         feeds = dict(m.feeds)
         for k in (1, 6):
