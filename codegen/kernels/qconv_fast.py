@@ -168,13 +168,16 @@ def fast_qdwconv(ctx: KernelCtx, vals: dict, w: int, zx: int, zw: int, quantized
     if not _per_tensor(_op(ctx, zx)) or (quantized and not _per_tensor(_op(ctx, 7))):
         return None
     X, W, Y = ctx.ins[0], ctx.ins[w], ctx.outs[0]
+    flat = _flat_dw(vals)
+    if flat:
+        ctx.include("onnxc_depthwise.h")
     out = dict(N=vals["N"], C=vals["C"], IH=vals["I"][1], IW=vals["I"][2], OH=vals["O"][1], OW=vals["O"][2],
                KH=vals["K"][1], KW=vals["K"][2], SH=vals["S"][1], SW=vals["S"][2], DH=vals["Dl"][1],
                DW=vals["Dl"][2], PH=vals["P"][1], PW=vals["P"][2], checks=vals["checks"], name=ctx.who,
                quantized=quantized, Tx=X.dtype.c, Ty=Y.dtype.c, w=W.ptr, zx=_indexed(_op(ctx, zx), "0"),
                zw=_indexed(_op(ctx, zw), "c"), par=vals["par"], slots=SLOTS, xs="0", ys="0", zy="0",
                s8=int(Y.dtype == DType.INT8), dq=vals["dq"],
-               flat=_flat_dw(vals))
+               flat=flat)
     if quantized:
         xs, ws, ys = ctx.ins[1], ctx.ins[4], ctx.ins[6]
         lo, hi = INT_RANGES[Y.dtype]
