@@ -84,7 +84,7 @@ def test_qlinear_conv_fast_paths_exact():
     src = compiled.c_source
     assert src.count("onnxc_ig_im2col_packed(") >= 4  # the GEMM path for the four grouped-or-dense ones
     assert src.count("phase") >= 1  # the depthwise kernel for the others
-    assert "is plane position v +" in src  # ... over flattened plane rows for the narrow stride-1 ones
+    assert "kw * DW / SW of phase plane" in src  # ... over flattened phase-plane rows for the narrow ones
     for n in (1, 2):
         feeds = dict(m.feeds)
         for k in (1, 6):
