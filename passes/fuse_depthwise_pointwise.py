@@ -156,17 +156,22 @@ def expand(d: Node, public: set[int], least: int = MIN_EXPAND_ELEMENTS) -> Node 
     return e if math.prod(ts[1:]) >= least else None
 
 
-def _fused(d: Node, p: Node, e: Node | None) -> Node:
-    """The DepthwisePointwise node computing ``p(d(e(x)))`` or ``p(d(x))`` (see the module doc)."""
+def _depthwise_attrs(d: Node) -> dict[str, Attr]:
+    """The node's attributes for depthwise Conv ``d``: its geometry and its activation request."""
     kh, kw = d.input(1).shape[2:]
-    pw = parse_epilogue(p)
     attrs = {
         "kernel_shape": Attr("kernel_shape", "INTS", [int(kh), int(kw)]),
         "strides": Attr("strides", "INTS", _ints(d, "strides", [1, 1])),
         "pads": Attr("pads", "INTS", _ints(d, "pads", [0, 0, 0, 0])),
         "dilations": Attr("dilations", "INTS", _ints(d, "dilations", [1, 1])),
     }
-    attrs |= activation_attrs(parse_epilogue(d).activation, DW_ACT)
+    return attrs | activation_attrs(parse_epilogue(d).activation, DW_ACT)
+
+
+def _fused(d: Node, p: Node, e: Node | None) -> Node:
+    """The DepthwisePointwise node computing ``p(d(e(x)))`` or ``p(d(x))`` (see the module doc)."""
+    pw = parse_epilogue(p)
+    attrs = _depthwise_attrs(d)
     ins = [d.input(0), d.input(1), d.input(2), p.input(1), p.input(2)]
     if pw.residual is not None:
         ins += [None] * (RESIDUAL_INPUT[OP] - len(ins)) + [p.input(pw.residual)]
@@ -183,15 +188,7 @@ def _fused(d: Node, p: Node, e: Node | None) -> Node:
 
 def _fused_expand(e: Node, d: Node) -> Node:
     """The node computing ``d(e(x))``: no pointwise Conv after (see the module doc)."""
-    kh, kw = d.input(1).shape[2:]
-    attrs = {
-        "kernel_shape": Attr("kernel_shape", "INTS", [int(kh), int(kw)]),
-        "strides": Attr("strides", "INTS", _ints(d, "strides", [1, 1])),
-        "pads": Attr("pads", "INTS", _ints(d, "pads", [0, 0, 0, 0])),
-        "dilations": Attr("dilations", "INTS", _ints(d, "dilations", [1, 1])),
-    }
-    attrs |= activation_attrs(parse_epilogue(d).activation, DW_ACT)
-    attrs |= activation_attrs(parse_epilogue(e).activation, EX_ACT)
+    attrs = _depthwise_attrs(d) | activation_attrs(parse_epilogue(e).activation, EX_ACT)
     ins = [e.input(0), d.input(1), d.input(2)] + [None] * (EXPAND_INPUT - 3) + [e.input(1), e.input(2)]
     while ins and ins[-1] is None:
         ins.pop()

@@ -9,6 +9,12 @@ S in place (runtime_c/onnxc_conv_implicit.h, AVX-512), else the packed GEMM. TR 
 the two steps and the depthwise output never goes to memory. Bands of all images run on the runtime's
 pool, each with a one-thread GEMM.
 
+With an expanding pointwise Conv E joined (input EXPAND_INPUT), each band first computes the rows of E its
+depthwise rows read (a one-thread GEMM, E's bias and activation in its epilogue) into the thread's buffer,
+moving to the front the rows its previous band of the same image left there; TR then fits S and those rows in
+EX_BAND_BYTES. Without a pointwise Conv (input 3 absent: the depthwise output goes to a squeeze-excite block)
+the depthwise rows are written straight into Y.
+
 The depthwise rows of maps narrower than PHASED_MAX_OW: per channel, the band's input rows are scattered
 into stride-phase planes inside a zero frame (runtime_c/onnxc_depthwise.h, as the standalone depthwise
 Conv), so every tap is a constant shift and the band is computed over flattened positions in full vectors,
