@@ -156,6 +156,18 @@ def _flat_dw(vals: dict) -> bool:
     return int(vals["O"][2]) <= FLAT_DW_MAX_OW
 
 
+def _flat_taps(vals: dict) -> list[tuple[int, str]]:
+    """(tap index, C offset from flattened position v) of each tap of a ``flat`` depthwise convolution: tap (kh, kw)
+    reads phase plane (kh DH % SH, kw DW % SW), kh DH / SH rows and kw DW / SW columns in."""
+    (kh_n, kw_n), (sh, sw), (dh, dw) = ((int(v) for v in vals[k][1:3]) for k in ("K", "S", "Dl"))
+    taps = []
+    for kh in range(kh_n):
+        for kw in range(kw_n):
+            r, c = kh * dh, kw * dw
+            taps.append((kh * kw_n + kw, f"{r % sh * sw + c % sw} * PRH * PWD + {r // sh} * PWD + {c // sw}"))
+    return taps
+
+
 def fast_qdwconv(ctx: KernelCtx, vals: dict, w: int, zx: int, zw: int, quantized: bool) -> str | None:
     """Depthwise (one input and one output channel per group) 1-D/2-D convolutions
     (templates/qdwconv.c.j2), or None."""
@@ -175,7 +187,7 @@ def fast_qdwconv(ctx: KernelCtx, vals: dict, w: int, zx: int, zw: int, quantized
                quantized=quantized, Tx=X.dtype.c, Ty=Y.dtype.c, w=W.ptr, zx=_indexed(_op(ctx, zx), "0"),
                zw=_indexed(_op(ctx, zw), "c"), par=vals["par"], slots=SLOTS, xs="0", ys="0", zy="0",
                s8=int(Y.dtype == DType.INT8), dq=vals["dq"],
-               flat=flat)
+               flat=flat, taps=_flat_taps(vals) if flat else [])
     if quantized:
         xs, ws, ys = ctx.ins[1], ctx.ins[4], ctx.ins[6]
         lo, hi = INT_RANGES[Y.dtype]
