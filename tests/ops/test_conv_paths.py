@@ -38,6 +38,13 @@ PATHS = {
 ROWS_ONLY = {"rows", "phased"}
 
 
+@pytest.fixture(autouse=True)
+def _no_direct(monkeypatch):
+    """These tests pin the GEMM-based paths: the direct kernel (tests/ops/test_conv_direct.py), which takes many
+    of their shapes first on AVX-512, is switched off."""
+    monkeypatch.setenv("ONNXC_DIRECT_CONV", "0")
+
+
 def _conv_model(xs: list, ws: list, bias: bool, residual: bool, act: str | None, act_params: list | None,
                 x_decl: list | None, attrs: dict) -> tuple[onnx.ModelProto, onnx.ModelProto, dict]:
     """(model with the onnxc epilogue attributes, plain ONNX reference model, feeds)."""
