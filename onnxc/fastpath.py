@@ -219,8 +219,9 @@ class FastPath:
             else:
                 ns[f"ofn{j}"] = fn
                 L.append(f"    sh = ofn{j}(s)")
+                # a negative dim (an input too small for a kernel window): the general path names it
                 L += ["    try:", f"        o{j} = np_empty(sh, odt{j})", "    except MemoryError:",
-                      f"        oom({j}, sh, odt{j})"]
+                      f"        oom({j}, sh, odt{j})", "    except ValueError:", "        return None"]
                 L.append(f"    if not o{j}.size: return None")
                 L.append(f"    t = u{j}")
                 L.append("    t.rank = len(sh)")
@@ -265,7 +266,7 @@ class FastPath:
                 return None  # (the general path names the mismatch; the thread's descriptor keeps its dims)
         shapes = [a.shape for a in arrays]
         early = {j: fn(shapes) for j, fn in enumerate(self.out_fn) if fn is not None}
-        if any(element_count(sh) == 0 for sh in early.values()):
+        if any(element_count(sh) == 0 or min(sh, default=0) < 0 for sh in early.values()):
             return None
         try:
             b = self._tls.b

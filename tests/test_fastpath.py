@@ -9,12 +9,13 @@ import numpy as np
 import pytest
 from onnx import TensorProto as T
 from onnx import helper as h
+from onnx import numpy_helper
 
 import onnxc
 
 
-def _model(nodes, inputs, outputs):
-    g = h.make_graph(nodes, "g", inputs, outputs)
+def _model(nodes, inputs, outputs, init=()):
+    g = h.make_graph(nodes, "g", inputs, outputs, list(init))
     return h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
 
 
@@ -137,6 +138,23 @@ def test_errors_from_the_c_checks_name_the_problem():
         c._fast.call((x, np.ones((3, 3), np.float32)))
     with pytest.raises(onnxc.InputError, match="'y'.*axis 0"):
         c(x, np.ones((3, 3), np.float32))
+
+
+def test_input_too_small_for_a_window_is_an_error():
+    """Two unpadded convolutions on a too short input: the output's formula gives a negative dim. The fast paths
+    hand it to the general one, which names the output and its formula (numpy's bare ValueError before)."""
+    w = np.ones((4, 2, 3), np.float32)
+    m = _model([h.make_node("Conv", ["x", "w"], ["c"], strides=[2]),
+                h.make_node("Conv", ["c", "w2"], ["y"], strides=[2])],
+               [h.make_tensor_value_info("x", T.FLOAT, ["N", 2, "L"])], [h.make_tensor_value_info("y", T.FLOAT, None)],
+               [numpy_helper.from_array(w, "w"), numpy_helper.from_array(np.ones((4, 4, 3), np.float32), "w2")])
+    c = onnxc.compile(m)
+    assert c(np.ones((1, 2, 7), np.float32)).shape == (1, 4, 1)
+    x = np.ones((1, 2, 1), np.float32)
+    out = {"y": np.empty((1, 4, 1), np.float32)}
+    for call in (lambda: c(x), lambda: c.run({"x": x}), lambda: c.run({"x": x}, out=out)):
+        with pytest.raises(onnxc.OnnxcError, match="output 'y'.*negative dimension"):
+            call()
 
 
 def test_call_dict_by_name(mixed):
