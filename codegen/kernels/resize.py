@@ -137,7 +137,8 @@ def _nearest(ctx: KernelCtx, spec: ResizeSpec) -> dict:
     caps = [("const onnxc_resize_axis *", "ax"), ("const int64_t *", "dout")]
     if any("din[" in e for e in [blk, *xs]):
         caps.append(("const int64_t *", "din"))
-    return {"copy": False, "ct": x.ctype, "ev": _ev_stored(spec, x.dtype), "blk": blk, "last": k - 1,
+    esize = x.dtype.itemsize if x.dtype.itemsize in (1, 2, 4, 8) else 0  # onnxc_resize_repeat_<esize>
+    return {"copy": False, "ct": x.ctype, "ev": _ev_stored(spec, x.dtype), "blk": blk, "last": k - 1, "esize": esize,
             "rows": f"dout[{row_axis}]" if row_axis >= 0 else "1",
             "planes": " * ".join(f"dout[{a}]" for a in range(max(row_axis, 0))) or "1",
             "outer": [(a, xs[a]) for a in range(row_axis - 1, -1, -1)],
