@@ -3,6 +3,7 @@
 #include "onnxc_conv_direct.h"
 #include "onnxc_sgemm_kern.h"
 #include "onnxc_pool.h"
+#include <stdlib.h>
 
 #if ONNXC_DC_AVAILABLE
 
@@ -32,9 +33,12 @@ static inline __attribute__((always_inline)) void onnxc_dc_tr16(__m512 r[16]) {
 
 /* One tile: R positions (xb[koff[k] + i] for tap k of position i) times V vectors of 16 channels (w: the
  * panel, K rows of 32 floats); y: the tile's first output of its first channel, ldy floats between channels;
- * nch the channels stored; e the epilogue (its channel 0 is `ch`, its residual column `p`). */
-static inline __attribute__((always_inline)) void onnxc_dc_tile(const int R, const int V, int64_t k0, int64_t k1,
-                                                                const float *xb, const int64_t *koff,
+ * nch the channels stored; e the epilogue (its channel 0 is `ch`, its residual column `p`).
+ * X = 1 (onnxc_dc_conv_x: the input read where it is): position i at xb + i * ps, tap k's filter row widx[k],
+ * output (and residual) position i at y + i * py; X = 0: ps = py = 1, the filter rows in order. */
+static inline __attribute__((always_inline)) void onnxc_dc_tile(const int R, const int V, const int X, int64_t k0,
+                                                                int64_t k1, const float *xb, const int64_t *koff,
+                                                                const int32_t *widx, int64_t ps, int64_t py,
                                                                 const float *restrict w, const float *pfw,
                                                                 float *part, float *y, int64_t ldy, int nch,
                                                                 const onnxc_sg_epi *e, int64_t ch, int64_t p) {
@@ -44,10 +48,12 @@ static inline __attribute__((always_inline)) void onnxc_dc_tile(const int R, con
         acc[i][0] = part && k0 > 0 ? _mm512_loadu_ps(part + 32 * i) : _mm512_setzero_ps();
         acc[i][1] = part && k0 > 0 && V > 1 ? _mm512_loadu_ps(part + 32 * i + 16) : _mm512_setzero_ps();
     }
-    w += k0 * ONNXC_SG_NR;
+    const float *w0p = w;
+    if (!X) w += k0 * ONNXC_SG_NR;
 #pragma GCC unroll 2
     for (int64_t k = k0; k < k1; k++) {
         const float *b = xb + koff[k];
+        if (X) w = w0p + (int64_t)widx[k] * ONNXC_SG_NR;
         _mm_prefetch((const char *)(xb + koff[k + ONNXC_CI_PF]), _MM_HINT_T0);
         if (pfw) { /* the next slice of the filter, on its way from memory while this one computes */
             _mm_prefetch((const char *)pfw, _MM_HINT_T1);
@@ -57,11 +63,11 @@ static inline __attribute__((always_inline)) void onnxc_dc_tile(const int R, con
         const __m512 w0 = _mm512_loadu_ps(w), w1 = V > 1 ? _mm512_loadu_ps(w + 16) : w0;
 #pragma GCC unroll 12
         for (int i = 0; i < R; i++) {
-            const __m512 a = _mm512_set1_ps(b[i]);
+            const __m512 a = _mm512_set1_ps(b[X ? i * ps : i]);
             acc[i][0] = _mm512_fmadd_ps(a, w0, acc[i][0]);
             if (V > 1) acc[i][1] = _mm512_fmadd_ps(a, w1, acc[i][1]);
         }
-        w += ONNXC_SG_NR;
+        if (!X) w += ONNXC_SG_NR;
     }
     if (!y) { /* a slice before the last: the partial sums wait in part */
 #pragma GCC unroll 12
@@ -95,21 +101,33 @@ static inline __attribute__((always_inline)) void onnxc_dc_tile(const int R, con
         onnxc_dc_tr16(t);
         for (int l = 0; l < nv; l++) {
             __m512 x = t[l];
+            float tmp[16];
             if (res) { /* bias, residual and activation on the channel's row of positions */
                 const int64_t m = ch + 16 * v + l;
+                const float *r = e->res + m * e->ldr + p;
                 if (e->bias) x = _mm512_add_ps(x, _mm512_set1_ps(e->bias[m]));
-                x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(rm, e->res + m * e->ldr + p));
+                if (X && py != 1) {
+                    for (int i = 0; i < R; i++) tmp[i] = r[i * py];
+                    r = tmp;
+                }
+                x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(rm, r));
                 x = onnxc_sg_act512(e->act, e->a, e->b, x);
             }
-            _mm512_mask_storeu_ps(y + (int64_t)(16 * v + l) * ldy, rm, x);
+            float *yl = y + (int64_t)(16 * v + l) * ldy;
+            if (X && py != 1) { /* a column of positions (onnxc_dc_conv_x's edge columns) */
+                _mm512_mask_storeu_ps(tmp, rm, x);
+                for (int i = 0; i < R; i++) yl[i * py] = tmp[i];
+            } else {
+                _mm512_mask_storeu_ps(yl, rm, x);
+            }
         }
     }
 }
 
 #define ONNXC_DC_TILE(R)                                                                                  \
     case R:                                                                                               \
-        if (V2) onnxc_dc_tile(R, 2, k0, k1, xb, koff, w, pfw, part, y, ldy, nch, e, ch, p);               \
-        else onnxc_dc_tile(R, 1, k0, k1, xb, koff, w, pfw, part, y, ldy, nch, e, ch, p);                  \
+        if (V2) onnxc_dc_tile(R, 2, 0, k0, k1, xb, koff, NULL, 1, 1, w, pfw, part, y, ldy, nch, e, ch, p);  \
+        else onnxc_dc_tile(R, 1, 0, k0, k1, xb, koff, NULL, 1, 1, w, pfw, part, y, ldy, nch, e, ch, p);     \
         break;
 
 /* onnxc_dc_tile for r positions, taps [k0, k1) (y NULL: not the last slice). */
@@ -119,6 +137,25 @@ static void onnxc_dc_tile_r(int r, int V2, int64_t k0, int64_t k1, const float *
     switch (r) {
         ONNXC_DC_TILE(1) ONNXC_DC_TILE(2) ONNXC_DC_TILE(3) ONNXC_DC_TILE(4) ONNXC_DC_TILE(5) ONNXC_DC_TILE(6)
         ONNXC_DC_TILE(7) ONNXC_DC_TILE(8) ONNXC_DC_TILE(9) ONNXC_DC_TILE(10) ONNXC_DC_TILE(11) ONNXC_DC_TILE(12)
+    default: break;
+    }
+}
+
+#define ONNXC_DC_TILE_X(R)                                                                                \
+    case R:                                                                                               \
+        if (V2) onnxc_dc_tile(R, 2, 1, 0, nk, xb, xoff, widx, ps, py, w, NULL, NULL, y, ldy, nch, e, ch, p); \
+        else onnxc_dc_tile(R, 1, 1, 0, nk, xb, xoff, widx, ps, py, w, NULL, NULL, y, ldy, nch, e, ch, p);    \
+        break;
+
+/* onnxc_dc_tile reading the input in place: r positions ps floats apart (their outputs py apart), the nk taps
+ * of a list (xoff, widx). */
+static void onnxc_dc_tile_x(int r, int V2, int64_t nk, const float *xb, const int64_t *xoff, const int32_t *widx,
+                            int64_t ps, int64_t py, const float *w, float *y, int64_t ldy, int nch,
+                            const onnxc_sg_epi *e, int64_t ch, int64_t p) {
+    switch (r) {
+        ONNXC_DC_TILE_X(1) ONNXC_DC_TILE_X(2) ONNXC_DC_TILE_X(3) ONNXC_DC_TILE_X(4) ONNXC_DC_TILE_X(5)
+        ONNXC_DC_TILE_X(6) ONNXC_DC_TILE_X(7) ONNXC_DC_TILE_X(8) ONNXC_DC_TILE_X(9) ONNXC_DC_TILE_X(10)
+        ONNXC_DC_TILE_X(11) ONNXC_DC_TILE_X(12)
     default: break;
     }
 }
@@ -207,4 +244,186 @@ int onnxc_dc_conv(int threads, int64_t M, int64_t K, const float *Bp, const floa
     return 0;
 }
 
+/* -- onnxc_dc_conv_x: the input read where it is ------------------------------------------------------------ */
+
+/* The taps (c, kh, kw) with kh in [kh0, kh1) and kw in [kw0, kw1), all channels: their input offsets from a
+ * position's window corner and their filter rows; ONNXC_CI_PF entries past n for the prefetch. */
+typedef struct {
+    int64_t kh0, kh1, kw0, kw1, n, stamp; /* n < 0: not built */
+    int64_t *xoff;
+    int32_t *widx;
+} onnxc_dcx_list;
+
+#define ONNXC_DCX_LISTS 4
+
+typedef struct {
+    int64_t M, Cg, IH, IW, KH, KW, SH, SW, DH, DW, PH, PW, OH, OW, ldy, tblocks, pgroups, panels;
+    int64_t ohA, ohB, owA, owB; /* rows / columns whose windows lie inside the input */
+    const float *Bp, *x;
+    float *Y;
+    const onnxc_sg_epi *epi;
+    onnxc_dcx_list *lists; /* ONNXC_DCX_LISTS per participant */
+} onnxc_dcx_par;
+
+/* The valid taps [t0, t1) along an axis for a window starting at i0 (dilation d, k taps, n inputs). */
+static inline void onnxc_dcx_range(int64_t i0, int64_t d, int64_t k, int64_t n, int64_t *t0, int64_t *t1) {
+    int64_t a = i0 >= 0 ? 0 : (-i0 + d - 1) / d, b = n - i0 > 0 ? (n - i0 + d - 1) / d : 0;
+    if (b > k) b = k;
+    if (a > b) a = b;
+    *t0 = a;
+    *t1 = b;
+}
+
+/* The list of the window at output (oh, ow) (full_h / full_w: every kh / kw is valid there), from the
+ * participant's few lists when one matches, else built over the least recently used. */
+static const onnxc_dcx_list *onnxc_dcx_at(const onnxc_dcx_par *P, onnxc_dcx_list *L, int64_t oh, int64_t ow,
+                                          int full_h, int full_w) {
+    int64_t kh0 = 0, kh1 = P->KH, kw0 = 0, kw1 = P->KW;
+    if (!full_h) onnxc_dcx_range(oh * P->SH - P->PH, P->DH, P->KH, P->IH, &kh0, &kh1);
+    if (!full_w) onnxc_dcx_range(ow * P->SW - P->PW, P->DW, P->KW, P->IW, &kw0, &kw1);
+    int64_t now = 0;
+    onnxc_dcx_list *l = &L[0];
+    for (int i = 0; i < ONNXC_DCX_LISTS; i++) {
+        now = L[i].stamp > now ? L[i].stamp : now;
+        if (L[i].stamp < l->stamp) l = &L[i];
+    }
+    for (int i = 0; i < ONNXC_DCX_LISTS; i++)
+        if (L[i].n >= 0 && L[i].kh0 == kh0 && L[i].kh1 == kh1 && L[i].kw0 == kw0 && L[i].kw1 == kw1) {
+            L[i].stamp = now + 1;
+            return &L[i];
+        }
+    int64_t n = 0;
+    for (int64_t c = 0; c < P->Cg; c++)
+        for (int64_t kh = kh0; kh < kh1; kh++)
+            for (int64_t kw = kw0; kw < kw1; kw++, n++) {
+                l->xoff[n] = (c * P->IH + kh * P->DH) * P->IW + kw * P->DW;
+                l->widx[n] = (int32_t)((c * P->KH + kh) * P->KW + kw);
+            }
+    for (int i = 0; i < ONNXC_CI_PF; i++) l->xoff[n + i] = n ? l->xoff[n - 1] : 0;
+    l->kh0 = kh0, l->kh1 = kh1, l->kw0 = kw0, l->kw1 = kw1, l->n = n, l->stamp = now + 1;
+    return l;
+}
+
+/* Blocks of output rows times groups of channel panels; in a chunk, sub-blocks of rows whose input stays in L2
+ * while every panel runs over them: the inner columns in row tiles, each edge column in column tiles down the
+ * sub-block's inner rows, the corners one position at a time. */
+static void onnxc_dcx_task(void *ctx, int64_t item, int slot) {
+    const onnxc_dcx_par *P = (const onnxc_dcx_par *)ctx;
+    onnxc_dcx_list *L = P->lists + (int64_t)slot * ONNXC_DCX_LISTS;
+    const int64_t NR = ONNXC_SG_NR, K = P->Cg * P->KH * P->KW, OW = P->OW, IW = P->IW, ldy = P->ldy;
+    const int64_t tb = item % P->tblocks, pg = item / P->tblocks;
+    const int64_t oh0 = tb * P->OH / P->tblocks, oh1 = (tb + 1) * P->OH / P->tblocks;
+    const int64_t pn0 = pg * P->panels / P->pgroups, pn1 = (pg + 1) * P->panels / P->pgroups;
+    const int64_t row_bytes = P->Cg * P->SH * IW * (int64_t)sizeof(float);
+    int64_t rb = ONNXC_DC_BLOCK_BYTES / (row_bytes > 0 ? row_bytes : 1);
+    if (rb < 1) rb = 1;
+    const int64_t inner = P->owB - P->owA, nt = (inner + 11) / 12, base = nt ? inner / nt : 0, extra = nt ? inner % nt : 0;
+    for (int64_t b0 = oh0; b0 < oh1; b0 += rb) {
+        const int64_t b1 = oh1 - b0 < rb ? oh1 : b0 + rb;
+        const int64_t hA = b0 > P->ohA ? b0 : P->ohA, hB = b1 < P->ohB ? b1 : P->ohB; /* inner rows */
+        for (int64_t pn = pn0; pn < pn1; pn++) {
+            const int64_t ch = pn * NR;
+            const int nch = P->M - ch < NR ? (int)(P->M - ch) : (int)NR, V2 = nch > 16;
+            const float *w = P->Bp + ch * K;
+            float *Yc = P->Y + ch * ldy;
+            for (int64_t oh = b0; oh < b1; oh++) {
+                const float *xr = P->x + (oh * P->SH - P->PH) * IW - P->PW;
+                if (nt) {
+                    const onnxc_dcx_list *l = onnxc_dcx_at(P, L, oh, P->owA, oh >= P->ohA && oh < P->ohB, 1);
+                    for (int64_t t = 0, ow = P->owA; t < nt; t++) {
+                        const int r = (int)(base + (t < extra));
+                        onnxc_dc_tile_x(r, V2, l->n, xr + ow * P->SW, l->xoff, l->widx, P->SW, 1, w, Yc + oh * OW + ow,
+                                        ldy, nch, P->epi, ch, oh * OW + ow);
+                        ow += r;
+                    }
+                }
+                if (oh >= hA && oh < hB) continue;
+                for (int64_t ow = 0; ow < OW; ow = ow + 1 == P->owA ? P->owB : ow + 1) { /* corners */
+                    if (ow == P->owA && ow < P->owB) ow = P->owB; /* (no left edge) */
+                    if (ow >= OW) break;
+                    const onnxc_dcx_list *l = onnxc_dcx_at(P, L, oh, ow, 0, 0);
+                    onnxc_dc_tile_x(1, V2, l->n, xr + ow * P->SW, l->xoff, l->widx, 1, 1, w, Yc + oh * OW + ow, ldy,
+                                    nch, P->epi, ch, oh * OW + ow);
+                }
+            }
+            for (int64_t ow = 0; ow < OW && hA < hB; ow = ow + 1 == P->owA ? P->owB : ow + 1) { /* edge columns */
+                if (ow == P->owA && ow < P->owB) ow = P->owB; /* (no left edge) */
+                if (ow >= OW) break;
+                const onnxc_dcx_list *l = onnxc_dcx_at(P, L, hA, ow, 1, 0);
+                const int64_t n = hB - hA, ntc = (n + 11) / 12, bc = n / ntc, ec = n % ntc;
+                for (int64_t t = 0, oh = hA; t < ntc; t++) {
+                    const int r = (int)(bc + (t < ec));
+                    const float *xb = P->x + (oh * P->SH - P->PH) * IW - P->PW + ow * P->SW;
+                    onnxc_dc_tile_x(r, V2, l->n, xb, l->xoff, l->widx, P->SH * IW, OW, w, Yc + oh * OW + ow, ldy, nch,
+                                    P->epi, ch, oh * OW + ow);
+                    oh += r;
+                }
+            }
+        }
+    }
+}
+
+int onnxc_dc_conv_x(int threads, int64_t M, int64_t Cg, int64_t IH, int64_t IW, int64_t KH, int64_t KW, int64_t SH,
+                    int64_t SW, int64_t DH, int64_t DW, int64_t PH, int64_t PW, int64_t OH, int64_t OW,
+                    const float *Bp, const float *x, float *Y, int64_t ldy, const onnxc_sg_epi *epi) {
+    if (M <= 0 || OH <= 0 || OW <= 0) return 0;
+    const int64_t K = Cg * KH * KW, panels = (M + ONNXC_SG_NR - 1) / ONNXC_SG_NR;
+    const int64_t n = onnxc_chunks(threads, (double)M * (double)K * (double)(OH * OW), ONNXC_GEMM_PAR_MIN);
+    int64_t tblocks, pgroups;
+    if ((double)M * (double)K * sizeof(float) > ONNXC_DC_CACHED_W) {
+        pgroups = n < panels ? n : panels;
+        const int64_t tb = (n + pgroups - 1) / pgroups;
+        tblocks = tb < OH ? tb : OH;
+    } else {
+        tblocks = n < OH ? n : OH;
+        const int64_t pg = (n + tblocks - 1) / tblocks;
+        pgroups = pg < panels ? pg : panels;
+    }
+    const int parts = threads > 1 ? threads : 1;
+    const int64_t per = K + ONNXC_CI_PF;
+    onnxc_dcx_list *lists = (onnxc_dcx_list *)malloc(sizeof(onnxc_dcx_list) * ONNXC_DCX_LISTS * parts);
+    char *mem = (char *)malloc((size_t)per * (sizeof(int64_t) + sizeof(int32_t)) * ONNXC_DCX_LISTS * parts);
+    if (!lists || !mem) {
+        free(lists);
+        free(mem);
+        return ONNXC_ERR_MEMORY;
+    }
+    for (int i = 0; i < ONNXC_DCX_LISTS * parts; i++) {
+        lists[i].n = -1;
+        lists[i].stamp = 0;
+        lists[i].xoff = (int64_t *)mem + (int64_t)i * per;
+        lists[i].widx = (int32_t *)((int64_t *)mem + (int64_t)ONNXC_DCX_LISTS * parts * per) + (int64_t)i * per;
+    }
+    /* the rows and columns whose windows lie inside the input */
+    int64_t ohA = (PH + SH - 1) / SH, ohB = IH - 1 - (KH - 1) * DH + PH >= 0 ? (IH - 1 - (KH - 1) * DH + PH) / SH + 1 : 0;
+    int64_t owA = (PW + SW - 1) / SW, owB = IW - 1 - (KW - 1) * DW + PW >= 0 ? (IW - 1 - (KW - 1) * DW + PW) / SW + 1 : 0;
+    if (ohA > OH) ohA = OH;
+    if (ohB > OH) ohB = OH;
+    if (ohB < ohA) ohB = ohA;
+    if (owA > OW) owA = OW;
+    if (owB > OW) owB = OW;
+    if (owB < owA) owB = owA;
+    onnxc_dcx_par P = {M, Cg, IH, IW, KH, KW, SH, SW, DH, DW, PH, PW, OH, OW, ldy, tblocks, pgroups, panels,
+                       ohA, ohB, owA, owB, Bp, x, Y, epi, lists};
+    onnxc_parallel(threads, tblocks * pgroups, onnxc_dcx_task, &P);
+    free(lists);
+    free(mem);
+    return 0;
+}
+
+#else
+int onnxc_dc_conv(int threads, int64_t M, int64_t K, const float *Bp, const float *xp, const int64_t *koff,
+                  int64_t planes, int64_t XWs, int64_t OH, int64_t OW, float *Y, int64_t ldy, const onnxc_sg_epi *epi) {
+    (void)threads, (void)M, (void)K, (void)Bp, (void)xp, (void)koff, (void)planes, (void)XWs, (void)OH, (void)OW;
+    (void)Y, (void)ldy, (void)epi;
+    return ONNXC_ERR_RUNTIME;
+}
+
+int onnxc_dc_conv_x(int threads, int64_t M, int64_t Cg, int64_t IH, int64_t IW, int64_t KH, int64_t KW, int64_t SH,
+                    int64_t SW, int64_t DH, int64_t DW, int64_t PH, int64_t PW, int64_t OH, int64_t OW,
+                    const float *Bp, const float *x, float *Y, int64_t ldy, const onnxc_sg_epi *epi) {
+    (void)threads, (void)M, (void)Cg, (void)IH, (void)IW, (void)KH, (void)KW, (void)SH, (void)SW, (void)DH, (void)DW;
+    (void)PH, (void)PW, (void)OH, (void)OW, (void)Bp, (void)x, (void)Y, (void)ldy, (void)epi;
+    return ONNXC_ERR_RUNTIME;
+}
 #endif /* ONNXC_DC_AVAILABLE */

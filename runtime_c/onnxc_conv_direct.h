@@ -24,13 +24,20 @@
 
 #include "onnxc_conv_implicit.h"
 
-#if ONNXC_CI_AVAILABLE
-#define ONNXC_DC_AVAILABLE 1
+#define ONNXC_DC_AVAILABLE ONNXC_CI_AVAILABLE /* (declared everywhere, stubs without AVX-512) */
 ONNXC_RT_API int onnxc_dc_conv(int threads, int64_t M, int64_t K, const float *Bp, const float *xp,
                                const int64_t *koff, int64_t planes, int64_t XWs, int64_t OH, int64_t OW, float *Y,
                                int64_t ldy, const onnxc_sg_epi *epi);
-#else
-#define ONNXC_DC_AVAILABLE 0
+/* The same convolution read straight from X[n, g] (Cg x IH x IW, unpadded): tiles whose windows lie inside the
+ * input take the taps at fixed offsets, the edge columns and rows lists of their valid taps; no copy. Taken from
+ * ONNXC_DCX_MIN_OW output columns on (narrower maps: the edges would weigh, the copy is small). Returns 0, or
+ * ONNXC_ERR_MEMORY. */
+#ifndef ONNXC_DCX_MIN_OW
+#define ONNXC_DCX_MIN_OW 24
 #endif
+ONNXC_RT_API int onnxc_dc_conv_x(int threads, int64_t M, int64_t Cg, int64_t IH, int64_t IW, int64_t KH, int64_t KW,
+                                 int64_t SH, int64_t SW, int64_t DH, int64_t DW, int64_t PH, int64_t PW, int64_t OH,
+                                 int64_t OW, const float *Bp, const float *x, float *Y, int64_t ldy,
+                                 const onnxc_sg_epi *epi);
 
 #endif /* ONNXC_CONV_DIRECT_H */

@@ -174,4 +174,16 @@ int onnxc_ci_conv_ld(int threads, int64_t M, int64_t K, const float *Ap, const f
     return 0;
 }
 
+#else
+int onnxc_ci_conv(int threads, int64_t M, int64_t K, const float *Ap, const float *xp, const int64_t *koff,
+                  int64_t XWs, int64_t OH, int64_t OW, float *Y, const onnxc_sg_epi *epi) {
+    (void)threads, (void)M, (void)K, (void)Ap, (void)xp, (void)koff, (void)XWs, (void)OH, (void)OW, (void)Y, (void)epi;
+    return ONNXC_ERR_RUNTIME;
+}
+
+int onnxc_ci_conv_ld(int threads, int64_t M, int64_t K, const float *Ap, const float *xp, const int64_t *koff,
+                     int64_t XWs, int64_t OH, int64_t OW, float *Y, int64_t ldy, const onnxc_sg_epi *epi) {
+    (void)ldy;
+    return onnxc_ci_conv(threads, M, K, Ap, xp, koff, XWs, OH, OW, Y, epi);
+}
 #endif /* ONNXC_CI_AVAILABLE */

@@ -29,8 +29,14 @@
 
 #include "onnxc_gemm.h"
 
+/* The kernels need AVX-512; the declarations and the plain-C copies below are there on every target (a
+ * generated parallel helper is emitted outside the caller's #if ONNXC_CI_AVAILABLE), and elsewhere the
+ * functions are stubs returning ONNXC_ERR_RUNTIME that nothing calls. */
 #if defined(__AVX512F__)
 #define ONNXC_CI_AVAILABLE 1
+#else
+#define ONNXC_CI_AVAILABLE 0
+#endif
 #ifndef ONNXC_CI_PF
 #define ONNXC_CI_PF 8 /* B rows prefetched ahead; koff holds this many entries past K (copies of the last) */
 #endif
@@ -87,9 +93,5 @@ ONNXC_RT_API int onnxc_ci_conv(int threads, int64_t M, int64_t K, const float *A
 ONNXC_RT_API int onnxc_ci_conv_ld(int threads, int64_t M, int64_t K, const float *Ap, const float *xp,
                                   const int64_t *koff, int64_t XWs, int64_t OH, int64_t OW, float *Y, int64_t ldy,
                                   const onnxc_sg_epi *epi);
-
-#else
-#define ONNXC_CI_AVAILABLE 0
-#endif
 
 #endif /* ONNXC_CONV_IMPLICIT_H */

@@ -98,7 +98,26 @@ def test_direct_row_blocks():
 
 
 @needs_avx512
+@pytest.mark.parametrize("xs,ws,attrs,kw", [
+    ([1, 16, 50, 60], [32, 16, 3, 3], {"pads": [1, 1, 1, 1], "strides": [2, 2]}, {"act": "Sigmoid"}),
+    ([2, 12, 30, 52], [40, 12, 3, 3], {"pads": [2, 2, 2, 2], "dilations": [2, 2]}, {"residual": True, "act": "Relu"}),
+    ([1, 8, 4, 40], [24, 8, 3, 3], {"pads": [4, 1, 4, 1]}, {"residual": True}),   # rows with no valid tap
+    ([1, 8, 9, 40], [20, 8, 5, 5], {"pads": [3, 1, 0, 4], "strides": [1, 2]}, {}),  # asymmetric edges
+    ([1, 8, 2, 30], [36, 8, 3, 3], {"pads": [1, 1, 1, 1]}, {"residual": True, "threads": 2}),  # corners only
+    ([1, 8, 6, 30], [24, 8, 3, 3], {"pads": [1, 0, 1, 2]}, {"residual": True}),   # right edges only
+    ([1, 24, 19, 21], [40, 24, 3, 3], {"strides": [2, 2]}, {"act": "Relu"}),     # narrow, but no padding at all
+])
+def test_direct_in_place_input(xs, ws, attrs, kw):
+    """From ONNXC_DCX_MIN_OW output columns (or with no padding) the input is read where it is: inner tiles at fixed
+    offsets, edge columns as column tiles (outputs and residual OW apart), edge rows and corners with the lists of
+    their valid taps (these shapes all take that branch of the generated C)."""
+    cm, _ = _check(xs, ws, **attrs, **kw)
+    assert "onnxc_dc_conv_x(" in cm.c_source
+
+
+@needs_avx512
 @pytest.mark.parametrize("xs,ws,attrs", [
+    ([1, 32, 42, 44], [48, 32, 3, 3], {"pads": [1, 1, 1, 1], "strides": [2, 2]}),  # the input read in place
     ([1, 64, 10, 10], [96, 64, 3, 3], {"pads": [1, 1, 1, 1]}),                     # 10 rows over 8 chunks
     ([1, 256, 7, 7], [160, 256, 3, 3], {"pads": [1, 1, 1, 1]}),                    # panels first, K slices
     ([3, 32, 21, 22], [40, 32, 3, 3], {"pads": [1, 1, 1, 1], "strides": [2, 2]}),  # images shared by 2 threads
