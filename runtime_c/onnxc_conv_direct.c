@@ -40,7 +40,7 @@ static inline __attribute__((always_inline)) void onnxc_dc_tile(const int R, con
                                                                 int64_t k1, const float *xb, const int64_t *koff,
                                                                 const int32_t *widx, int64_t ps, int64_t py,
                                                                 const float *restrict w, const float *pfw,
-                                                                float *part, float *y, int64_t ldy, int nch,
+                                                                int64_t plines, float *part, float *y, int64_t ldy, int nch,
                                                                 const onnxc_sg_epi *e, int64_t ch, int64_t p) {
     __m512 acc[12][2];
 #pragma GCC unroll 12
@@ -50,15 +50,17 @@ static inline __attribute__((always_inline)) void onnxc_dc_tile(const int R, con
     }
     const float *w0p = w;
     if (!X) w += k0 * ONNXC_SG_NR;
+    /* plines lines from pfw, evenly over the k1 - k0 steps (20-bit fixed point) */
+    int64_t pq = 0;
+    const int64_t pstep = pfw && k1 > k0 ? (plines << 20) / (k1 - k0) : 0;
 #pragma GCC unroll 2
     for (int64_t k = k0; k < k1; k++) {
         const float *b = xb + koff[k];
         if (X) w = w0p + (int64_t)widx[k] * ONNXC_SG_NR;
         _mm_prefetch((const char *)(xb + koff[k + ONNXC_CI_PF]), _MM_HINT_T0);
-        if (pfw) { /* the next slice of the filter, on its way from memory while this one computes */
-            _mm_prefetch((const char *)pfw, _MM_HINT_T1);
-            _mm_prefetch((const char *)(pfw + 16), _MM_HINT_T1);
-            pfw += ONNXC_SG_NR;
+        if (pfw) { /* a share of the filter's next panel or slice, on its way from memory while this one computes */
+            _mm_prefetch((const char *)(pfw + ((pq >> 20) << 4)), _MM_HINT_T1);
+            pq += pstep;
         }
         const __m512 w0 = _mm512_loadu_ps(w), w1 = V > 1 ? _mm512_loadu_ps(w + 16) : w0;
 #pragma GCC unroll 12
@@ -126,13 +128,13 @@ static inline __attribute__((always_inline)) void onnxc_dc_tile(const int R, con
 
 #define ONNXC_DC_TILE(R)                                                                                  \
     case R:                                                                                               \
-        if (V2) onnxc_dc_tile(R, 2, 0, k0, k1, xb, koff, NULL, 1, 1, w, pfw, part, y, ldy, nch, e, ch, p);  \
-        else onnxc_dc_tile(R, 1, 0, k0, k1, xb, koff, NULL, 1, 1, w, pfw, part, y, ldy, nch, e, ch, p);     \
+        if (V2) onnxc_dc_tile(R, 2, 0, k0, k1, xb, koff, NULL, 1, 1, w, pfw, pl, part, y, ldy, nch, e, ch, p);  \
+        else onnxc_dc_tile(R, 1, 0, k0, k1, xb, koff, NULL, 1, 1, w, pfw, pl, part, y, ldy, nch, e, ch, p);     \
         break;
 
 /* onnxc_dc_tile for r positions, taps [k0, k1) (y NULL: not the last slice). */
 static void onnxc_dc_tile_r(int r, int V2, int64_t k0, int64_t k1, const float *xb, const int64_t *koff,
-                            const float *w, const float *pfw, float *part, float *y, int64_t ldy, int nch,
+                            const float *w, const float *pfw, int64_t pl, float *part, float *y, int64_t ldy, int nch,
                             const onnxc_sg_epi *e, int64_t ch, int64_t p) {
     switch (r) {
         ONNXC_DC_TILE(1) ONNXC_DC_TILE(2) ONNXC_DC_TILE(3) ONNXC_DC_TILE(4) ONNXC_DC_TILE(5) ONNXC_DC_TILE(6)
@@ -143,14 +145,14 @@ static void onnxc_dc_tile_r(int r, int V2, int64_t k0, int64_t k1, const float *
 
 #define ONNXC_DC_TILE_X(R)                                                                                \
     case R:                                                                                               \
-        if (V2) onnxc_dc_tile(R, 2, 1, 0, nk, xb, xoff, widx, ps, py, w, NULL, NULL, y, ldy, nch, e, ch, p); \
-        else onnxc_dc_tile(R, 1, 1, 0, nk, xb, xoff, widx, ps, py, w, NULL, NULL, y, ldy, nch, e, ch, p);    \
+        if (V2) onnxc_dc_tile(R, 2, 1, 0, nk, xb, xoff, widx, ps, py, w, pfw, pl, NULL, y, ldy, nch, e, ch, p); \
+        else onnxc_dc_tile(R, 1, 1, 0, nk, xb, xoff, widx, ps, py, w, pfw, pl, NULL, y, ldy, nch, e, ch, p);    \
         break;
 
 /* onnxc_dc_tile reading the input in place: r positions ps floats apart (their outputs py apart), the nk taps
  * of a list (xoff, widx). */
 static void onnxc_dc_tile_x(int r, int V2, int64_t nk, const float *xb, const int64_t *xoff, const int32_t *widx,
-                            int64_t ps, int64_t py, const float *w, float *y, int64_t ldy, int nch,
+                            int64_t ps, int64_t py, const float *w, const float *pfw, int64_t pl, float *y, int64_t ldy, int nch,
                             const onnxc_sg_epi *e, int64_t ch, int64_t p) {
     switch (r) {
         ONNXC_DC_TILE_X(1) ONNXC_DC_TILE_X(2) ONNXC_DC_TILE_X(3) ONNXC_DC_TILE_X(4) ONNXC_DC_TILE_X(5)
@@ -206,12 +208,16 @@ static void onnxc_dc_task(void *ctx, int64_t item, int slot) {
             const float *w = P->Bp + ch * K;
             for (int64_t k0 = 0; k0 < K; k0 += ks) {
                 const int64_t k1 = K - k0 < ks ? K : k0 + ks;
-                const float *pfw = !sliced ? NULL : k1 < K ? w + k1 * NR : pn + 1 < pn1 ? w + K * NR : NULL;
+                /* the next slice (sliced) or panel, its lines shared out among the block's tiles */
+                const float *next = k1 < K ? w + k1 * NR : pn + 1 < pn1 ? w + K * NR : NULL;
+                const int64_t nl = 2 * (k1 < K ? (K - k1 < ks ? K - k1 : ks) : K < ks ? K : ks), nb = b1 - b0;
                 for (int64_t t = b0; t < b1; t++) {
+                    const int64_t l0 = (t - b0) * nl / nb, l1 = (t - b0 + 1) * nl / nb;
                     const int64_t oh = t / nt, i = t % nt, ow = i * base + (i < extra ? i : extra);
                     const int r = (int)(base + (i < extra));
                     const int64_t p = oh * OW + ow;
-                    onnxc_dc_tile_r(r, nch > 16, k0, k1, P->xp + oh * P->XWs + ow, P->koff, w, pfw,
+                    onnxc_dc_tile_r(r, nch > 16, k0, k1, P->xp + oh * P->XWs + ow, P->koff, w,
+                                    next ? next + l0 * 16 : NULL, l1 - l0,
                                     sliced ? part + (t - b0) * 12 * 32 : NULL, k1 < K ? NULL : P->Y + ch * P->ldy + p,
                                     P->ldy, nch, P->epi, ch, p);
                 }
@@ -326,13 +332,18 @@ static void onnxc_dcx_task(void *ctx, int64_t item, int slot) {
             const int nch = P->M - ch < NR ? (int)(P->M - ch) : (int)NR, V2 = nch > 16;
             const float *w = P->Bp + ch * K;
             float *Yc = P->Y + ch * ldy;
+            /* the next panel's lines, shared out among the inner tiles (a filter cold from memory) */
+            const float *next = pn + 1 < pn1 ? w + K * NR : NULL;
+            const int64_t nl = 2 * K, nq = (b1 - b0) * nt > 0 ? (b1 - b0) * nt : 1;
             for (int64_t oh = b0; oh < b1; oh++) {
                 const float *xr = P->x + (oh * P->SH - P->PH) * IW - P->PW;
                 if (nt) {
                     const onnxc_dcx_list *l = onnxc_dcx_at(P, L, oh, P->owA, oh >= P->ohA && oh < P->ohB, 1);
                     for (int64_t t = 0, ow = P->owA; t < nt; t++) {
                         const int r = (int)(base + (t < extra));
-                        onnxc_dc_tile_x(r, V2, l->n, xr + ow * P->SW, l->xoff, l->widx, P->SW, 1, w, Yc + oh * OW + ow,
+                        const int64_t q = (oh - b0) * nt + t, l0 = q * nl / nq, l1 = (q + 1) * nl / nq;
+                        onnxc_dc_tile_x(r, V2, l->n, xr + ow * P->SW, l->xoff, l->widx, P->SW, 1, w,
+                                        next ? next + l0 * 16 : NULL, l1 - l0, Yc + oh * OW + ow,
                                         ldy, nch, P->epi, ch, oh * OW + ow);
                         ow += r;
                     }
@@ -342,7 +353,7 @@ static void onnxc_dcx_task(void *ctx, int64_t item, int slot) {
                     if (ow == P->owA && ow < P->owB) ow = P->owB; /* (no left edge) */
                     if (ow >= OW) break;
                     const onnxc_dcx_list *l = onnxc_dcx_at(P, L, oh, ow, 0, 0);
-                    onnxc_dc_tile_x(1, V2, l->n, xr + ow * P->SW, l->xoff, l->widx, 1, 1, w, Yc + oh * OW + ow, ldy,
+                    onnxc_dc_tile_x(1, V2, l->n, xr + ow * P->SW, l->xoff, l->widx, 1, 1, w, NULL, 0, Yc + oh * OW + ow, ldy,
                                     nch, P->epi, ch, oh * OW + ow);
                 }
             }
@@ -354,7 +365,7 @@ static void onnxc_dcx_task(void *ctx, int64_t item, int slot) {
                 for (int64_t t = 0, oh = hA; t < ntc; t++) {
                     const int r = (int)(bc + (t < ec));
                     const float *xb = P->x + (oh * P->SH - P->PH) * IW - P->PW + ow * P->SW;
-                    onnxc_dc_tile_x(r, V2, l->n, xb, l->xoff, l->widx, P->SH * IW, OW, w, Yc + oh * OW + ow, ldy, nch,
+                    onnxc_dc_tile_x(r, V2, l->n, xb, l->xoff, l->widx, P->SH * IW, OW, w, NULL, 0, Yc + oh * OW + ow, ldy, nch,
                                     P->epi, ch, oh * OW + ow);
                     oh += r;
                 }

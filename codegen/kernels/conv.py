@@ -21,7 +21,9 @@ serves all. Conv picks a path at compile time:
   and DIRECT_MIN_K taps, AVX-512; _direct says when): the output channels are the vector lanes and up to 12
   positions of a row are broadcast from the same phase-split copy (runtime_c/onnxc_conv_direct.h), the filter
   packed as the GEMM's B operand; no lanes are spent on padding columns or row ends, which the implicit GEMM's
-  32-position tiles pay on narrow maps. Its C falls back to the transposed small-output GEMM (same packing).
+  32-position tiles pay on narrow maps; wide rows (or unpadded inputs) are read in place, the others from the
+  copy. Pointwise convolutions take it on maps up to DIRECT_PW_MAX_OP positions (the map as one row). Its C
+  falls back to the transposed small-output GEMM (same packing).
 
 float runs on the packed GEMM (runtime_c/onnxc_sgemm.h, templates/conv_packed.c.j2): a constant
 filter is packed at compile time into the GEMM's A layout (codegen/kernels/gemm_layout.py), the
@@ -87,6 +89,7 @@ IMPLICIT_PW_MIN_K = 64
 # ONNXC_DIRECT_CONV=0 at compile time never, =2 wherever it applies (A/B knobs), else where _direct says
 DIRECT_SWITCH = "ONNXC_DIRECT_CONV"
 DIRECT_MIN_M, DIRECT_MIN_K = 16, 64
+DIRECT_PW_MAX_OP = 256  # pointwise convolutions on static maps up to this many positions
 DIRECT_WINO_MAP, DIRECT_WINO_M = 400, 64  # ...and before Winograd on maps this small (_direct_before_winograd)
 
 
@@ -206,10 +209,17 @@ def _direct(ctx: KernelCtx, win: Window, mode: str, mg: int, kg: int) -> bool:
     """Whether a float 1-D / 2-D convolution takes the direct kernel (output channels as lanes): stride 1 or 2
     along W (its fallback is the transposed GEMM on the phase-split copy)."""
     how = os.environ.get(DIRECT_SWITCH, "1")
-    if how == "0" or mode == "pointwise" or win.rank > 2 or win.strides[-1] not in (1, 2):
+    if how == "0" or win.rank > 2 or win.strides[-1] not in (1, 2):
         return False
     if how == "2":
         return True
+    if mode == "pointwise":  # the map as one row; pays on small maps only (below)
+        dims = ctx.outs[0].shape[2:]
+        if not all(is_static(d) for d in dims) or math.prod(int(d) for d in dims) > DIRECT_PW_MAX_OP:
+            return False
+    # pointwise at 7x7, against the transposed GEMM, 1 / 2 threads: 960 -> 160 0.109 / 0.074 -> 0.095 / 0.066 ms,
+    # 320 -> 1280 0.297 / 0.156 -> 0.276 / 0.141; at 14x14 672 -> 112 0.212 / 0.147 -> 0.197 / 0.118, 112 -> 672
+    # within 3%; at 40x40 and up the packed GEMM stays ahead (48 -> 32 at 80x80: 0.250 against 0.276).
     # measured against the implicit GEMM / rows / transposed-GEMM paths (1 and 2 threads): 256 -> 64 3x3 at 10x10
     # 0.28 -> 0.18 ms (1 thread), 128 -> 256 stride 2 at 20x20 0.47 -> 0.38, 256 -> 256 at 14x14 1.60 -> 1.43,
     # 512 -> 512 at 7x7 1.67 -> 1.57; at 2 threads 0.5-0.9x. With 16 output channels or fewer (half-empty

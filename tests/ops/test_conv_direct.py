@@ -19,7 +19,7 @@ import onnxc
 
 from .test_conv_paths import _conv_model, needs_avx512
 
-DIRECT = "onnxc_dc_conv("
+DIRECT = "onnxc_dc_conv"  # (onnxc_dc_conv or onnxc_dc_conv_x)
 
 
 @pytest.fixture(autouse=True)
@@ -56,6 +56,21 @@ def _check(xs, ws, bias=True, residual=False, act=None, act_params=None, x_decl=
 ])
 def test_direct_shapes(xs, ws, attrs):
     _check(xs, ws, **attrs)
+
+
+@needs_avx512
+@pytest.mark.parametrize("xs,ws,kw", [
+    ([1, 96, 7, 7], [40, 96, 1, 1], {"residual": True, "act": "Relu"}),   # 49 positions as one row: 12 x 4 + 1
+    ([2, 64, 14, 14], [72, 64, 1, 1], {"act": "Clip", "act_params": [0.0, 6.0], "threads": 2}),
+    ([1, 80, 5, 3], [33, 80, 1, 1], {"bias": False}),
+])
+def test_direct_pointwise_small_maps(xs, ws, kw):
+    _check(xs, ws, **kw)
+
+
+@needs_avx512
+def test_direct_pointwise_not_on_large_maps():
+    _check([1, 64, 20, 20], [48, 64, 1, 1], direct=False)
 
 
 @needs_avx512
@@ -138,7 +153,7 @@ def test_direct_threads_same_bits(xs, ws, attrs):
 @pytest.mark.parametrize("xs,ws,attrs", [
     ([1, 32, 10, 10], [16, 32, 3, 3], {"pads": [1, 1, 1, 1]}),      # 16 output channels: half-empty vectors
     ([1, 3, 40, 40], [32, 3, 3, 3], {"pads": [1, 1, 1, 1], "strides": [2, 2]}),  # K = 27: a stem
-    ([1, 64, 10, 10], [96, 64, 1, 1], {}),                          # pointwise
+    ([1, 64, 20, 17], [96, 64, 1, 1], {}),                          # pointwise on a larger map
     ([1, 64, 40, 40], [64, 64, 3, 3], {"pads": [1, 1, 1, 1]}),      # Winograd first
     ([1, 16, 21, 21], [40, 16, 3, 3], {"pads": [1, 1, 1, 1], "strides": [3, 3]}),  # stride 3
 ])
