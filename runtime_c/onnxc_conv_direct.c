@@ -171,6 +171,24 @@ static void onnxc_dc_tile_x(int r, int V2, int64_t nk, const float *xb, const in
 /* Filter bytes above which the threads split the output channels first. */
 #define ONNXC_DC_CACHED_W (1 << 20)
 
+/* How the chunks cut the work: blocks of tiles first (a thread then reads only the input rows of its outputs),
+ * the channel panels split too when the tiles are fewer than the chunks; but a filter larger than the cache is
+ * split by panels first, so that each panel is read once, not once per block of tiles (512 -> 512 3x3 at 7 x 7:
+ * 9.4 MB). */
+static void onnxc_dc_cut(int threads, int64_t M, int64_t K, int64_t OP, int64_t tiles, int64_t panels,
+                         int64_t *tblocks, int64_t *pgroups) {
+    const int64_t n = onnxc_chunks(threads, (double)M * (double)K * (double)OP, ONNXC_GEMM_PAR_MIN);
+    if ((double)M * (double)K * sizeof(float) > ONNXC_DC_CACHED_W) {
+        *pgroups = n < panels ? n : panels;
+        const int64_t tb = (n + *pgroups - 1) / *pgroups;
+        *tblocks = tb < tiles ? tb : tiles;
+    } else {
+        *tblocks = n < tiles ? n : tiles;
+        const int64_t pg = (n + *tblocks - 1) / *tblocks;
+        *pgroups = pg < panels ? pg : panels;
+    }
+}
+
 typedef struct {
     int64_t M, K, XWs, OW, ldy, ntiles, tiles, tblocks, pgroups, panels, row_bytes;
     const float *Bp, *xp;
@@ -230,20 +248,8 @@ int onnxc_dc_conv(int threads, int64_t M, int64_t K, const float *Bp, const floa
                   int64_t planes, int64_t XWs, int64_t OH, int64_t OW, float *Y, int64_t ldy, const onnxc_sg_epi *epi) {
     if (M <= 0 || OH <= 0 || OW <= 0) return 0;
     const int64_t panels = (M + ONNXC_SG_NR - 1) / ONNXC_SG_NR, ntiles = (OW + 11) / 12, tiles = OH * ntiles;
-    const int64_t n = onnxc_chunks(threads, (double)M * (double)K * (double)(OH * OW), ONNXC_GEMM_PAR_MIN);
-    /* blocks of tiles first (a thread then reads only the input rows of its outputs), the channel panels split
-     * too when the tiles are fewer than the chunks; but a filter larger than the cache is split by panels first,
-     * so that each panel is read once, not once per block of tiles (512 -> 512 3x3 at 7 x 7: 9.4 MB) */
     int64_t tblocks, pgroups;
-    if ((double)M * (double)K * sizeof(float) > ONNXC_DC_CACHED_W) {
-        pgroups = n < panels ? n : panels;
-        const int64_t tb = (n + pgroups - 1) / pgroups;
-        tblocks = tb < tiles ? tb : tiles;
-    } else {
-        tblocks = n < tiles ? n : tiles;
-        const int64_t pg = (n + tblocks - 1) / tblocks;
-        pgroups = pg < panels ? pg : panels;
-    }
+    onnxc_dc_cut(threads, M, K, OH * OW, tiles, panels, &tblocks, &pgroups);
     onnxc_dc_par P = {M, K, XWs, OW, ldy, ntiles, tiles, tblocks, pgroups, panels,
                       planes * XWs * (int64_t)sizeof(float), Bp, xp, koff, Y, epi};
     onnxc_parallel(threads, tblocks * pgroups, onnxc_dc_task, &P);
@@ -379,17 +385,8 @@ int onnxc_dc_conv_x(int threads, int64_t M, int64_t Cg, int64_t IH, int64_t IW, 
                     const float *Bp, const float *x, float *Y, int64_t ldy, const onnxc_sg_epi *epi) {
     if (M <= 0 || OH <= 0 || OW <= 0) return 0;
     const int64_t K = Cg * KH * KW, panels = (M + ONNXC_SG_NR - 1) / ONNXC_SG_NR;
-    const int64_t n = onnxc_chunks(threads, (double)M * (double)K * (double)(OH * OW), ONNXC_GEMM_PAR_MIN);
-    int64_t tblocks, pgroups;
-    if ((double)M * (double)K * sizeof(float) > ONNXC_DC_CACHED_W) {
-        pgroups = n < panels ? n : panels;
-        const int64_t tb = (n + pgroups - 1) / pgroups;
-        tblocks = tb < OH ? tb : OH;
-    } else {
-        tblocks = n < OH ? n : OH;
-        const int64_t pg = (n + tblocks - 1) / tblocks;
-        pgroups = pg < panels ? pg : panels;
-    }
+    int64_t tblocks, pgroups; /* (blocks of rows) */
+    onnxc_dc_cut(threads, M, K, OH * OW, OH, panels, &tblocks, &pgroups);
     const int parts = threads > 1 ? threads : 1;
     const int64_t per = K + ONNXC_CI_PF;
     onnxc_dcx_list *lists = (onnxc_dcx_list *)malloc(sizeof(onnxc_dcx_list) * ONNXC_DCX_LISTS * parts);
