@@ -92,8 +92,11 @@ def _compare(compiled, model: onnx.ModelProto, feeds: dict, rtol=1e-6, atol=1e-6
     got, want = compiled.run(feeds), _ort(model, feeds)
     for name, w in want.items():
         assert got[name].dtype == w.dtype and got[name].shape == w.shape, name
-        np.testing.assert_allclose(got[name].astype(np.float32), w.astype(np.float32), rtol=rtol, atol=atol,
-                                   err_msg=name)
+        # float32 sums of thousands of terms in another order: the absolute error scales with the outputs'
+        # magnitude (a 512-channel 3x3 Conv: outputs near 270, cancellations near 0.4 off by 8e-4)
+        scale = float(np.abs(w.astype(np.float32)).max(initial=0.0))
+        np.testing.assert_allclose(got[name].astype(np.float32), w.astype(np.float32), rtol=rtol,
+                                   atol=max(atol, 1e-5 * scale), err_msg=name)
 
 
 # -- Gather on dequantized tables --------------------------------------------------------------------
