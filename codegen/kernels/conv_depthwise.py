@@ -26,7 +26,9 @@ MAX_TAPS = 64   # largest kernel (taps) unrolled by the phased path
 # included) rather than to the rows of Y just copied from it, whose reads stalled on store forwarding: always for
 # the piecewise-linear activations (960 channels at 7x7, Clip: 0.217 -> 0.172 ms; 576 at 14x14: 0.272 ->
 # 0.265), for the others on maps at most ACT_ON_TILE_MAX_W wide (SiLU at 7x7: 0.315 -> 0.287 ms; at 14x14
-# the extra columns' exponentials cost more: 0.370 -> 0.405)
+# the extra columns' exponentials cost more: 0.370 -> 0.405), and with a stride: there the rows of Y read back
+# ran as slowly at 2 threads as at 1 (SiLU, 3x3 stride 2 from 28x28, 960 channels: 0.221 / 0.188 -> 0.222 / 0.106 ms
+# at 1 / 2 threads; 240 channels 5x5: 0.044 -> 0.039 ms at 2 threads; 144 at 112x112: 0.730 -> 0.693 at 1)
 ACT_ON_TILE_MAX_W = 8
 TILE = 2048     # output positions per accumulator tile (8 KiB of float: stays in L1)
 VECTOR_BYTES = 64
@@ -60,7 +62,8 @@ def depthwise(ctx: KernelCtx, common: dict, win: Window, ep: Epilogue, res: str 
         taps, dh_max, dw_max = phased_taps(win)
         ow = ctx.outs[0].shape[-1]
         act_on_tile = bool(ep.act) and res is None and (
-            ep.act in CHEAP_ACTS or is_static(ow) and int(ow) <= ACT_ON_TILE_MAX_W)
+            ep.act in CHEAP_ACTS or is_static(ow) and int(ow) <= ACT_ON_TILE_MAX_W
+            or any(int(s) > 1 for s in win.strides))
         return render("conv_depthwise_phased.c.j2", **common, res=res, act=act, act_on_tile=act_on_tile, sfx=sfx,
                       taps=taps, dh_max=dh_max, dw_max=dw_max, tile=TILE, V=f"onnxc_dw_v{sfx}",
                       VL=VECTOR_BYTES // dt.np.itemsize, par=par_call(ctx), slots=SLOTS)
