@@ -35,8 +35,10 @@ static inline __attribute__((always_inline)) void onnxc_dc_tr16(__m512 r[16]) {
  * panel, K rows of 32 floats); y: the tile's first output of its first channel, ldy floats between channels;
  * nch the channels stored; e the epilogue (its channel 0 is `ch`, its residual column `p`).
  * X = 1 (onnxc_dc_conv_x: the input read where it is): position i at xb + i * ps, tap k's filter row widx[k],
- * output (and residual) position i at y + i * py; X = 0: ps = py = 1, the filter rows in order. */
-static inline __attribute__((always_inline)) void onnxc_dc_tile(const int R, const int V, const int X, int64_t k0,
+ * output (and residual) position i at y + i * py; X = 2: as X = 1 with widx the identity (a full window: the filter
+ * rows in order, no index to load per tap); X = 0: ps = py = 1, the filter rows in order. PSC: ps as a constant (1
+ * or 2: the broadcasts' addresses then fold into the loads), or 0. */
+static inline __attribute__((always_inline)) void onnxc_dc_tile(const int R, const int V, const int X, const int PSC, int64_t k0,
                                                                 int64_t k1, const float *xb, const int64_t *koff,
                                                                 const int32_t *widx, int64_t ps, int64_t py,
                                                                 const float *restrict w, const float *pfw,
@@ -49,14 +51,14 @@ static inline __attribute__((always_inline)) void onnxc_dc_tile(const int R, con
         acc[i][1] = part && k0 > 0 && V > 1 ? _mm512_loadu_ps(part + 32 * i + 16) : _mm512_setzero_ps();
     }
     const float *w0p = w;
-    if (!X) w += k0 * ONNXC_SG_NR;
+    if (X != 1) w += k0 * ONNXC_SG_NR;
     /* plines lines from pfw, evenly over the k1 - k0 steps (20-bit fixed point) */
     int64_t pq = 0;
     const int64_t pstep = pfw && k1 > k0 ? (plines << 20) / (k1 - k0) : 0;
 #pragma GCC unroll 2
     for (int64_t k = k0; k < k1; k++) {
         const float *b = xb + koff[k];
-        if (X) w = w0p + (int64_t)widx[k] * ONNXC_SG_NR;
+        if (X == 1) w = w0p + (int64_t)widx[k] * ONNXC_SG_NR;
         /* the tile's first and last positions ONNXC_CI_PF taps ahead: a row of 12 floats spans two lines, and an
            input a threaded producer just wrote is half in the other core's cache (MobileNetV3's 672 -> 112
            pointwise after its squeeze-excite Mul: 0.196 -> 0.13 ms at 2 threads) */
@@ -69,11 +71,11 @@ static inline __attribute__((always_inline)) void onnxc_dc_tile(const int R, con
         const __m512 w0 = _mm512_loadu_ps(w), w1 = V > 1 ? _mm512_loadu_ps(w + 16) : w0;
 #pragma GCC unroll 12
         for (int i = 0; i < R; i++) {
-            const __m512 a = _mm512_set1_ps(b[X ? i * ps : i]);
+            const __m512 a = _mm512_set1_ps(b[X ? i * (PSC ? PSC : ps) : i]);
             acc[i][0] = _mm512_fmadd_ps(a, w0, acc[i][0]);
             if (V > 1) acc[i][1] = _mm512_fmadd_ps(a, w1, acc[i][1]);
         }
-        if (!X) w += ONNXC_SG_NR;
+        if (X != 1) w += ONNXC_SG_NR;
     }
     if (!y) { /* a slice before the last: the partial sums wait in part */
 #pragma GCC unroll 12
@@ -132,8 +134,8 @@ static inline __attribute__((always_inline)) void onnxc_dc_tile(const int R, con
 
 #define ONNXC_DC_TILE(R)                                                                                  \
     case R:                                                                                               \
-        if (V2) onnxc_dc_tile(R, 2, 0, k0, k1, xb, koff, NULL, 1, 1, w, pfw, pl, part, y, ldy, nch, e, ch, p);  \
-        else onnxc_dc_tile(R, 1, 0, k0, k1, xb, koff, NULL, 1, 1, w, pfw, pl, part, y, ldy, nch, e, ch, p);     \
+        if (V2) onnxc_dc_tile(R, 2, 0, 1, k0, k1, xb, koff, NULL, 1, 1, w, pfw, pl, part, y, ldy, nch, e, ch, p); \
+        else onnxc_dc_tile(R, 1, 0, 1, k0, k1, xb, koff, NULL, 1, 1, w, pfw, pl, part, y, ldy, nch, e, ch, p);    \
         break;
 
 /* onnxc_dc_tile for r positions, taps [k0, k1) (y NULL: not the last slice). */
@@ -149,13 +151,18 @@ static void onnxc_dc_tile_r(int r, int V2, int64_t k0, int64_t k1, const float *
 
 #define ONNXC_DC_TILE_X(R)                                                                                \
     case R:                                                                                               \
-        if (V2) onnxc_dc_tile(R, 2, 1, 0, nk, xb, xoff, widx, ps, py, w, pfw, pl, NULL, y, ldy, nch, e, ch, p); \
-        else onnxc_dc_tile(R, 1, 1, 0, nk, xb, xoff, widx, ps, py, w, pfw, pl, NULL, y, ldy, nch, e, ch, p);    \
+        if (full && ps <= 2) {                                                                            \
+            if (V2 && ps == 1) onnxc_dc_tile(R, 2, 2, 1, 0, nk, xb, xoff, NULL, 1, py, w, pfw, pl, NULL, y, ldy, nch, e, ch, p); \
+            else if (V2) onnxc_dc_tile(R, 2, 2, 2, 0, nk, xb, xoff, NULL, 2, py, w, pfw, pl, NULL, y, ldy, nch, e, ch, p);   \
+            else if (ps == 1) onnxc_dc_tile(R, 1, 2, 1, 0, nk, xb, xoff, NULL, 1, py, w, pfw, pl, NULL, y, ldy, nch, e, ch, p); \
+            else onnxc_dc_tile(R, 1, 2, 2, 0, nk, xb, xoff, NULL, 2, py, w, pfw, pl, NULL, y, ldy, nch, e, ch, p);           \
+        } else if (V2) onnxc_dc_tile(R, 2, 1, 0, 0, nk, xb, xoff, widx, ps, py, w, pfw, pl, NULL, y, ldy, nch, e, ch, p); \
+        else onnxc_dc_tile(R, 1, 1, 0, 0, nk, xb, xoff, widx, ps, py, w, pfw, pl, NULL, y, ldy, nch, e, ch, p);           \
         break;
 
 /* onnxc_dc_tile reading the input in place: r positions ps floats apart (their outputs py apart), the nk taps
- * of a list (xoff, widx). */
-static void onnxc_dc_tile_x(int r, int V2, int64_t nk, const float *xb, const int64_t *xoff, const int32_t *widx,
+ * of a list (xoff, widx); full: the list of a whole window (widx the identity, not read). */
+static void onnxc_dc_tile_x(int r, int V2, int full, int64_t nk, const float *xb, const int64_t *xoff, const int32_t *widx,
                             int64_t ps, int64_t py, const float *w, const float *pfw, int64_t pl, float *y, int64_t ldy, int nch,
                             const onnxc_sg_epi *e, int64_t ch, int64_t p) {
     switch (r) {
@@ -352,7 +359,7 @@ static void onnxc_dcx_task(void *ctx, int64_t item, int slot) {
                     for (int64_t t = 0, ow = P->owA; t < nt; t++) {
                         const int r = (int)(base + (t < extra));
                         const int64_t q = (oh - b0) * nt + t, l0 = q * nl / nq, l1 = (q + 1) * nl / nq;
-                        onnxc_dc_tile_x(r, V2, l->n, xr + ow * P->SW, l->xoff, l->widx, P->SW, 1, w,
+                        onnxc_dc_tile_x(r, V2, l->n == K, l->n, xr + ow * P->SW, l->xoff, l->widx, P->SW, 1, w,
                                         next ? next + l0 * 16 : NULL, l1 - l0, Yc + oh * OW + ow,
                                         ldy, nch, P->epi, ch, oh * OW + ow);
                         ow += r;
@@ -363,7 +370,7 @@ static void onnxc_dcx_task(void *ctx, int64_t item, int slot) {
                     if (ow == P->owA && ow < P->owB) ow = P->owB; /* (no left edge) */
                     if (ow >= OW) break;
                     const onnxc_dcx_list *l = onnxc_dcx_at(P, L, oh, ow, 0, 0);
-                    onnxc_dc_tile_x(1, V2, l->n, xr + ow * P->SW, l->xoff, l->widx, 1, 1, w, NULL, 0, Yc + oh * OW + ow, ldy,
+                    onnxc_dc_tile_x(1, V2, l->n == K, l->n, xr + ow * P->SW, l->xoff, l->widx, 1, 1, w, NULL, 0, Yc + oh * OW + ow, ldy,
                                     nch, P->epi, ch, oh * OW + ow);
                 }
             }
@@ -375,7 +382,7 @@ static void onnxc_dcx_task(void *ctx, int64_t item, int slot) {
                 for (int64_t t = 0, oh = hA; t < ntc; t++) {
                     const int r = (int)(bc + (t < ec));
                     const float *xb = P->x + (oh * P->SH - P->PH) * IW - P->PW + ow * P->SW;
-                    onnxc_dc_tile_x(r, V2, l->n, xb, l->xoff, l->widx, P->SH * IW, OW, w, NULL, 0, Yc + oh * OW + ow, ldy, nch,
+                    onnxc_dc_tile_x(r, V2, l->n == K, l->n, xb, l->xoff, l->widx, P->SH * IW, OW, w, NULL, 0, Yc + oh * OW + ow, ldy, nch,
                                     P->epi, ch, oh * OW + ow);
                     oh += r;
                 }
