@@ -82,7 +82,8 @@ def test_qlinear_conv_fast_paths_exact():
     model = m.proto()
     compiled = onnxc.compile(model)
     src = compiled.c_source
-    assert src.count("onnxc_ig_im2col_packed(") >= 4  # the GEMM path for the four grouped-or-dense ones
+    # the GEMM path for the four grouped-or-dense ones: by bytes (3 or 5 channels a group), by words (4 or 8)
+    assert src.count("onnxc_ig_im2col_packed(") >= 2 and src.count("onnxc_ig_im2col_q4(") >= 2
     assert src.count("phase") >= 1  # the depthwise kernel for the others
     assert "kw * DW / SW of phase plane" in src  # ... over flattened phase-plane rows for the narrow ones
     for n in (1, 2):
@@ -94,6 +95,48 @@ def test_qlinear_conv_fast_paths_exact():
         got = compiled.run(feeds)
         for i, w in enumerate(want):
             np.testing.assert_array_equal(got[f"y{i}"], w, err_msg=f"node {i}: {CONVS[i][3:]}")
+
+
+Q4_CONVS = [  # the im2col by words of 4 channels: (x type, w type, y type, x shape, w shape, attributes)
+    (np.uint8, np.int8, np.uint8, (1, 64, 30, 28), (24, 64, 3, 3), {"pads": [1, 1, 1, 1]}),  # chunks of rows
+    (np.int8, np.int8, np.int8, (1, 8, 13, 11), (12, 8, 3, 3), {"strides": [2, 2], "pads": [0, 1, 2, 0]}),
+    (np.uint8, np.uint8, np.int8, (1, 12, 9, 10), (8, 12, 2, 3), {"strides": [1, 3], "dilations": [2, 1],
+                                                                  "pads": [1, 2, 0, 1]}),
+    (np.int8, np.uint8, np.uint8, (1, 16, 7, 7), (40, 16, 1, 2), {"pads": [0, 1, 0, 0]}),  # many short rows
+    (np.uint8, np.int8, np.uint8, (1, 8, 5, 3), (16, 4, 3, 3), {"group": 2, "pads": [1, 1, 1, 1]}),
+    (np.uint8, np.int8, np.int8, (1, 8, 37), (8, 8, 5), {"strides": [2], "pads": [3, 1]}),  # 1-D
+    (np.int8, np.int8, np.uint8, (1, 4, 6, 40), (8, 4, 3, 3), {"strides": [2, 2], "pads": [2, 2, 2, 2],
+                                                                "dilations": [2, 2]}),
+]
+
+
+def test_q4_im2col_exact_and_as_the_byte_path():
+    """Groups of a multiple of 4 input channels take onnxc_igemm_q4.c (the filter's k permuted at compile time):
+    the reference's integers at 1 and 2 threads, per-tensor and per-channel weight zero points (then the GEMM's
+    column sums of B), strides 1, 2 and 3, dilations, uneven pads, 1-D, chunks of output rows."""
+    m = Model()
+    for k, (tx, tw, ty, xs, ws, attrs) in enumerate(Q4_CONVS):
+        qconv(m, k, tx, tw, ty, xs, ws, k % 2 == 0, k % 3 != 1, **attrs)
+    x = m.input("xi", q8(np.uint8, 1, 8, 9, 9))
+    m.node("ConvInteger", [x, m.const("wi", q8(np.int8, 16, 8, 3, 3)), m.const("xzi", np.uint8(77)),
+                           m.const("wzi", q8(np.int8, 16))], pads=[1, 0, 1, 0])
+    model = m.proto()
+    want = ReferenceEvaluator(model).run(None, m.feeds)
+    for threads in (1, 2):
+        compiled = onnxc.compile(model, threads=threads)
+        assert compiled.c_source.count("onnxc_ig_im2col_q4(") >= len(Q4_CONVS) + 1  # (split and whole images)
+        got = compiled.run(m.feeds)
+        for i, w in enumerate(want):
+            np.testing.assert_array_equal(got[f"y{i}"], w, err_msg=f"node {i}, {threads} thread(s)")
+
+
+def test_q4_switch_keeps_the_byte_path(monkeypatch):
+    monkeypatch.setenv("ONNXC_IG_Q4", "0")
+    m = Model()
+    qconv(m, 0, *Q4_CONVS[1][:5], True, True, **Q4_CONVS[1][5])
+    compiled = onnxc.compile(m.proto())
+    assert "onnxc_ig_im2col_q4(" not in compiled.c_source and "onnxc_ig_im2col_packed(" in compiled.c_source
+    np.testing.assert_array_equal(compiled.run(m.feeds)["y0"], ReferenceEvaluator(m.proto()).run(None, m.feeds)[0])
 
 
 def test_integer_products_with_constant_weights_exact():
