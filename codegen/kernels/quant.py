@@ -72,6 +72,9 @@ def _accepts(node: Node) -> str | None:
 
 
 _BLOCK = 1 << 14  # elements of one block of the flat (per-tensor) loop on the pool
+# QuantizeLinear's element in par_for work units (an elementwise add's element is 1): a division, a rounding and a
+# clamp, about 0.26 ns per element on one core (with 1, BERT's 128 x 1024 activations ran on one thread at 2: 34 us)
+_QUANT_WORK = 8
 
 
 # -- the loop nest ----------------------------------------------------------------------------------
@@ -98,9 +101,10 @@ def _checks(ctx: KernelCtx, lay: QLayout) -> list[str]:
             f"(quantization axis {lay.axis})\", {name});"]
 
 
-def _nest(ctx: KernelCtx, lay: QLayout, params: list[str], elem: str) -> str:
+def _nest(ctx: KernelCtx, lay: QLayout, params: list[str], elem: str, cost: int = 1) -> str:
     """The loops writing ``out0[...] = elem`` where ``elem`` reads ``xv`` (x element) and the names
-    declared by ``params`` (C declarations reading ``S(idx)`` / ``Z(idx)`` placeholders)."""
+    declared by ``params`` (C declarations reading ``S(idx)`` / ``Z(idx)`` placeholders); ``cost``: an
+    element's work for par_for."""
     x = ctx.ins[0]
     has_z = len(ctx.ins) > 2 and ctx.ins[2] is not None
 
@@ -119,7 +123,7 @@ def _nest(ctx: KernelCtx, lay: QLayout, params: list[str], elem: str) -> str:
         head = [f"const int64_t n = {x.numel()};", decl("0")]
         loop = [f"const int64_t el = b_ * {_BLOCK}, eh = el + {_BLOCK} < n ? el + {_BLOCK} : n;",
                 "for (int64_t e = el; e < eh; e++) " + body]
-        lines += head + par_for(ctx, "b_", f"(n + {_BLOCK - 1}) / {_BLOCK}", loop, work="n", head=head)
+        lines += head + par_for(ctx, "b_", f"(n + {_BLOCK - 1}) / {_BLOCK}", loop, work=f"n * {cost}", head=head)
         return "\n".join(lines + ["return 0;"])
     dims = x.dims
     outer, mid, inner = c_product(dims[:lay.axis]), dims[lay.axis], c_product(dims[lay.axis + 1:])
@@ -132,7 +136,7 @@ def _nest(ctx: KernelCtx, lay: QLayout, params: list[str], elem: str) -> str:
         loop += [f"    const int64_t srow = ((oa / A) * ({s.dims[lay.axis]}) + a / {lay.block}) * I;",
                  "    for (int64_t i = 0, e = base; i < I; i++, e++) {",
                  "        " + decl("srow + i"), "        " + body, "    }"]
-    lines += head + par_for(ctx, "oa", "O * A", loop, work="O * A * I", head=head)
+    lines += head + par_for(ctx, "oa", "O * A", loop, work=f"O * A * I * {cost}", head=head)
     return "\n".join(lines + ["return 0;"])
 
 
@@ -176,7 +180,7 @@ def quantize_linear(ctx: KernelCtx) -> str:
             # float4 always adds the zero point (-0 + 0 = +0) like the reference; float8 only a nonzero one
             v = f"({q} + z_)" if out == DType.FLOAT4E2M1 else f"(z_ != 0 ? {q} + z_ : {q})"
         elem = f"onnxc_{ct}_to_{LOWP[out]}({v}, {sat})"
-    return _nest(ctx, lay, params, elem)
+    return _nest(ctx, lay, params, elem, _QUANT_WORK)
 
 
 # -- DequantizeLinear ---------------------------------------------------------------------------------
