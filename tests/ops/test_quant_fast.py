@@ -130,6 +130,22 @@ def test_q4_im2col_exact_and_as_the_byte_path():
             np.testing.assert_array_equal(got[f"y{i}"], w, err_msg=f"node {i}, {threads} thread(s)")
 
 
+def test_pointwise_im2col_reads_the_planes_exact():
+    """1x1 convolutions at stride 1 without padding interleave the input planes in place (onnxc_ig_im2col_planes):
+    K not a multiple of 4, more columns than one block of panels and a partial last panel, groups, both input
+    types, 1 and 2 threads; a trailing pad (the output larger than the input) keeps the general im2col."""
+    m = Model()
+    qconv(m, 0, np.int8, np.int8, np.uint8, (1, 6, 23, 29), (10, 6, 1, 1), True, True)
+    qconv(m, 1, np.uint8, np.int8, np.int8, (2, 8, 5, 5), (6, 4, 1, 1), False, False, group=2)
+    qconv(m, 2, np.uint8, np.uint8, np.uint8, (1, 12, 7, 9), (8, 12, 1, 1), True, True, pads=[0, 0, 1, 1])
+    model = m.proto()
+    want = ReferenceEvaluator(model).run(None, m.feeds)
+    for threads in (1, 2):
+        got = onnxc.compile(model, threads=threads).run(m.feeds)
+        for i, w in enumerate(want):
+            np.testing.assert_array_equal(got[f"y{i}"], w, err_msg=f"node {i}, {threads} thread(s)")
+
+
 def test_q4_switch_keeps_the_byte_path(monkeypatch):
     monkeypatch.setenv("ONNXC_IG_Q4", "0")
     m = Model()
