@@ -79,6 +79,10 @@
 #include "onnxc.h"
 #include "onnxc_act.h"
 
+#if defined(__unix__) || defined(__APPLE__)
+#include <unistd.h>
+#endif
+
 /* Panel sizes of the packed layout: one layout for every target. MR = 8 measured 2-8% faster than 12 on
  * Zen 4 (and output channel counts are multiples of 8: no padding rows in packed filters). */
 #define ONNXC_IG_MR 8
@@ -125,6 +129,19 @@ typedef struct onnxc_ig_epi {
     int out_type;      /* ONNXC_IG_OUT_*: I32 for I32; U8 / S8 for QLINEAR; F32, U8 or S8 for DEQUANT */
     int64_t ldc;
 } onnxc_ig_epi;
+
+/* Bytes of packed im2col columns a convolution builds per chunk (templates/qconv_ig.c.j2): half the L2 cache
+ * this CPU reports (each chunk is an im2col and a GEMM parallel region, so fewer chunks cost fewer regions;
+ * the panels stay in L2 beside the filter's), at least `least` bytes; `least` where the size is unknown. */
+static inline int64_t onnxc_ig_col_budget(int64_t least) {
+#if defined(_SC_LEVEL2_CACHE_SIZE)
+    static long l2 = -1; /* (a race between first calls writes the same value) */
+    if (l2 < 0) l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    return l2 / 2 > least ? (int64_t)(l2 / 2) : least;
+#else
+    return least;
+#endif
+}
 
 /* Bytes of the packed form of an M x K A / K x N B operand, sums included. */
 static inline int64_t onnxc_ig_packed_a_size(int64_t M, int64_t K) {

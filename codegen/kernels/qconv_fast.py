@@ -36,9 +36,10 @@ from .quant import load
 MIN_GROUP_ROWS = 4
 FLAT_DW_MAX_OW = 32  # output widths up to which depthwise taps run over flattened plane rows
 MAX_DW_TAPS = 256  # float sums of the depthwise kernel stay exact integers (256 * 255 * 255 < 2^24)
-# bytes of packed im2col columns per chunk (they stay in L2; each chunk is two parallel regions, im2col then GEMM:
-# 256 KiB made the 56x56 convolutions of ResNet-18 seven chunks, QDQ b1 at 2 threads 6.4 -> 5.7 ms with 512 KiB,
-# 1 thread unchanged; MobileNetV2 4.0 -> 3.9)
+# the least bytes of packed im2col columns per chunk; at run time half the L2 cache when that is more
+# (runtime_c/onnxc_igemm.h onnxc_ig_col_budget): each chunk is two parallel regions, im2col then GEMM, and 256 KiB
+# made the 56x56 convolutions of ResNet-18 seven chunks (QDQ b1 at 2 threads: 6.4 ms with 256 KiB, 5.7 with 512,
+# 5.3-5.6 with 1 MiB on this 2 MiB L2; 1 thread unchanged)
 COL_BUDGET = 1 << 19
 # 1-D / 2-D convolutions with more than one tap whose group has a multiple of 4 input channels take the im2col by
 # words of 4 channels (runtime_c/onnxc_igemm_q4.c: QDQ ResNet-18 b1 11.4 -> 9.5 ms at 1 thread, 8.5 -> 6.5 at 2);
