@@ -31,6 +31,100 @@ static inline __attribute__((always_inline)) void onnxc_dc_tr16(__m512 r[16]) {
     }
 }
 
+/* The activation of the epilogue, with the gated ones (sigmoid, SiLU, GELU: a polynomial each) out of line: inlined
+ * into every tile width and mode of onnxc_dc_tile they made this file take 40 s to compile; a call per
+ * tile is noise beside their exponentials. Same functions, so the same bits as the other kernels' epilogues. */
+static __attribute__((noinline)) void onnxc_dc_gated(const onnxc_sg_epi *e, __m512 *t, int n) {
+    const __m512 av = _mm512_set1_ps(e->a);
+    for (int i = 0; i < n; i++) t[i] = onnxc_act_gated16(e->act, av, t[i]);
+}
+
+static inline __attribute__((always_inline)) __m512 onnxc_dc_act(const onnxc_sg_epi *e, __m512 x) {
+    if (onnxc_act_is_gated16(e->act)) {
+        onnxc_dc_gated(e, &x, 1);
+        return x;
+    }
+    return onnxc_sg_act512_pl(e->act, e->a, e->b, x);
+}
+
+/* The end of a tile: R positions x V vectors of 16 channels of sums (acc[2 * i + v]: position i, vector v), with
+ * bias and activation (on the channel vectors) or bias, residual and activation (on the positions of a channel, after
+ * the transposition) stored into y (onnxc_dc_tile's arguments; py != 1: a column of positions). Out of the tile
+ * kernel and shared by its modes: inlined into each one, it made this file take 40 s to compile. */
+static inline __attribute__((always_inline)) void onnxc_dc_end(const int R, const int V, const __m512 *acc, int64_t py,
+                                                               float *y, int64_t ldy, int nch, const onnxc_sg_epi *e,
+                                                               int64_t ch, int64_t p) {
+    const int res = e && e->res;
+    const __mmask16 rm = (__mmask16)((1u << R) - 1u);
+    for (int v = 0; v < V; v++) {
+        const int nv = nch - 16 * v < 16 ? nch - 16 * v : 16;
+        const __mmask16 cm = (__mmask16)((1u << nv) - 1u);
+        __m512 t[16];
+        /* no residual: bias and activation on the channel vectors, where every lane is an output */
+        const __m512 bv = e && e->bias && !res ? _mm512_maskz_loadu_ps(cm, e->bias + ch + 16 * v) : _mm512_setzero_ps();
+        const int gated = e && !res && onnxc_act_is_gated16(e->act);
+#pragma GCC unroll 16
+        for (int i = 0; i < 16; i++) {
+            if (i < R) {
+                __m512 x = acc[2 * i + v];
+                if (e && !res) {
+                    if (e->bias) x = _mm512_add_ps(x, bv);
+                    if (!gated) x = onnxc_sg_act512_pl(e->act, e->a, e->b, x);
+                }
+                t[i] = x;
+            } else {
+                t[i] = _mm512_setzero_ps();
+            }
+        }
+        if (gated) { /* through memory: t stays in registers on the other paths */
+            __m512 g[16];
+#pragma GCC unroll 16
+            for (int i = 0; i < R; i++) g[i] = t[i];
+            onnxc_dc_gated(e, g, R);
+#pragma GCC unroll 16
+            for (int i = 0; i < R; i++) t[i] = g[i];
+        }
+        onnxc_dc_tr16(t);
+        for (int l = 0; l < nv; l++) {
+            __m512 x = t[l];
+            float tmp[16];
+            if (res) { /* bias, residual and activation on the channel's row of positions */
+                const int64_t m = ch + 16 * v + l;
+                const float *r = e->res + m * e->ldr + p;
+                if (e->bias) x = _mm512_add_ps(x, _mm512_set1_ps(e->bias[m]));
+                if (py != 1) {
+                    for (int i = 0; i < R; i++) tmp[i] = r[i * py];
+                    r = tmp;
+                }
+                x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(rm, r));
+                x = onnxc_dc_act(e, x);
+            }
+            float *yl = y + (int64_t)(16 * v + l) * ldy;
+            if (py != 1) { /* a column of positions (onnxc_dc_conv_x's edge columns) */
+                _mm512_mask_storeu_ps(tmp, rm, x);
+                for (int i = 0; i < R; i++) yl[i * py] = tmp[i];
+            } else {
+                _mm512_mask_storeu_ps(yl, rm, x);
+            }
+        }
+    }
+}
+
+#define ONNXC_DC_END(R)                                                                                   \
+    case R:                                                                                               \
+        if (V2) onnxc_dc_end(R, 2, acc, py, y, ldy, nch, e, ch, p);                                        \
+        else onnxc_dc_end(R, 1, acc, py, y, ldy, nch, e, ch, p);                                           \
+        break;
+
+static __attribute__((noinline)) void onnxc_dc_end_r(int r, int V2, const __m512 *acc, int64_t py, float *y,
+                                                     int64_t ldy, int nch, const onnxc_sg_epi *e, int64_t ch, int64_t p) {
+    switch (r) {
+        ONNXC_DC_END(1) ONNXC_DC_END(2) ONNXC_DC_END(3) ONNXC_DC_END(4) ONNXC_DC_END(5) ONNXC_DC_END(6)
+        ONNXC_DC_END(7) ONNXC_DC_END(8) ONNXC_DC_END(9) ONNXC_DC_END(10) ONNXC_DC_END(11) ONNXC_DC_END(12)
+    default: break;
+    }
+}
+
 /* One tile: R positions (xb[koff[k] + i] for tap k of position i) times V vectors of 16 channels (w: the
  * panel, K rows of 32 floats); y: the tile's first output of its first channel, ldy floats between channels;
  * nch the channels stored; e the epilogue (its channel 0 is `ch`, its residual column `p`).
@@ -77,7 +171,7 @@ static inline __attribute__((always_inline)) void onnxc_dc_tile(const int R, con
         }
         if (X != 1) w += ONNXC_SG_NR;
     }
-    if (!y) { /* a slice before the last: the partial sums wait in part */
+    if (X == 0 && !y) { /* a slice before the last: the partial sums wait in part (X = 0 only) */
 #pragma GCC unroll 12
         for (int i = 0; i < R; i++) {
             _mm512_storeu_ps(part + 32 * i, acc[i][0]);
@@ -85,51 +179,13 @@ static inline __attribute__((always_inline)) void onnxc_dc_tile(const int R, con
         }
         return;
     }
-    const int res = e && e->res;
-    const __mmask16 rm = (__mmask16)((1u << R) - 1u);
-    for (int v = 0; v < V; v++) {
-        const int nv = nch - 16 * v < 16 ? nch - 16 * v : 16;
-        const __mmask16 cm = (__mmask16)((1u << nv) - 1u);
-        __m512 t[16];
-        /* no residual: bias and activation on the channel vectors, where every lane is an output */
-        const __m512 bv = e && e->bias && !res ? _mm512_maskz_loadu_ps(cm, e->bias + ch + 16 * v) : _mm512_setzero_ps();
-#pragma GCC unroll 16
-        for (int i = 0; i < 16; i++) {
-            if (i < R) {
-                __m512 x = acc[i][v];
-                if (e && !res) {
-                    if (e->bias) x = _mm512_add_ps(x, bv);
-                    x = onnxc_sg_act512(e->act, e->a, e->b, x);
-                }
-                t[i] = x;
-            } else {
-                t[i] = _mm512_setzero_ps();
-            }
-        }
-        onnxc_dc_tr16(t);
-        for (int l = 0; l < nv; l++) {
-            __m512 x = t[l];
-            float tmp[16];
-            if (res) { /* bias, residual and activation on the channel's row of positions */
-                const int64_t m = ch + 16 * v + l;
-                const float *r = e->res + m * e->ldr + p;
-                if (e->bias) x = _mm512_add_ps(x, _mm512_set1_ps(e->bias[m]));
-                if (X && py != 1) {
-                    for (int i = 0; i < R; i++) tmp[i] = r[i * py];
-                    r = tmp;
-                }
-                x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(rm, r));
-                x = onnxc_sg_act512(e->act, e->a, e->b, x);
-            }
-            float *yl = y + (int64_t)(16 * v + l) * ldy;
-            if (X && py != 1) { /* a column of positions (onnxc_dc_conv_x's edge columns) */
-                _mm512_mask_storeu_ps(tmp, rm, x);
-                for (int i = 0; i < R; i++) yl[i * py] = tmp[i];
-            } else {
-                _mm512_mask_storeu_ps(yl, rm, x);
-            }
-        }
+    __m512 a[24];
+#pragma GCC unroll 12
+    for (int i = 0; i < R; i++) {
+        a[2 * i] = acc[i][0];
+        if (V > 1) a[2 * i + 1] = acc[i][1];
     }
+    onnxc_dc_end_r(R, V > 1, a, py, y, ldy, nch, e, ch, p);
 }
 
 #define ONNXC_DC_TILE(R)                                                                                  \

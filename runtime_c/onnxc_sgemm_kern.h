@@ -60,7 +60,7 @@ static inline int onnxc_sg_epi_in_kernel(const onnxc_sg_epi *e) {
                  onnxc_act_is_gated16(e->act));
 }
 
-static inline __attribute__((always_inline)) __m512 onnxc_sg_act512(int act, float a, float b, __m512 x) {
+static inline __attribute__((always_inline)) __m512 onnxc_sg_act512_pl(int act, float a, float b, __m512 x) {
     switch (act) {
     case ONNXC_ACT_RELU: return _mm512_max_ps(_mm512_setzero_ps(), x);
     case ONNXC_ACT_CLIP: return _mm512_min_ps(_mm512_set1_ps(b), _mm512_max_ps(_mm512_set1_ps(a), x));
@@ -74,11 +74,16 @@ static inline __attribute__((always_inline)) __m512 onnxc_sg_act512(int act, flo
         const __m512 v = _mm512_fmadd_ps(x, _mm512_set1_ps(1.0f / 6), _mm512_set1_ps(0.5f));
         return _mm512_mul_ps(x, _mm512_min_ps(_mm512_set1_ps(1.0f), _mm512_max_ps(_mm512_setzero_ps(), v)));
     }
-    case ONNXC_ACT_SIGMOID: case ONNXC_ACT_SWISH: case ONNXC_ACT_GELU_TANH: case ONNXC_ACT_GELU:
-        /* onnxc_act.h, as its rows do */
-        return onnxc_act_gated16(act, _mm512_set1_ps(a), x);
     default: return x;
     }
+}
+
+/* The epilogue activation of the micro-kernels: the piecewise-linear ones above, and the gated ones (sigmoid, SiLU,
+ * GELU) as onnxc_act.h's rows compute them. Kernels instantiated many times call the gated ones out of line
+ * (onnxc_conv_direct.c): inlined everywhere their polynomials dominate the compile time. */
+static inline __attribute__((always_inline)) __m512 onnxc_sg_act512(int act, float a, float b, __m512 x) {
+    if (onnxc_act_is_gated16(act)) return onnxc_act_gated16(act, _mm512_set1_ps(a), x);
+    return onnxc_sg_act512_pl(act, a, b, x);
 }
 
 /* One row of a finished 12 x 32 tile (V zmm vectors of accumulators a0, a1; masks m0, m1 for its columns):
