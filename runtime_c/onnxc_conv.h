@@ -3,6 +3,8 @@
  *
  *   int onnxc_sg_conv_small(int threads, int64_t M, int64_t K, int64_t OP, const float *col, const float *W,
  *                           int fw, float *tmp, float *Y, const onnxc_sg_epi *epi);
+ *   int onnxc_sg_conv_small_ld(int threads, int64_t M, int64_t K, int64_t OP, const float *col, const float *W,
+ *                              int fw, float *tmp, float *Y, int64_t ldy, const onnxc_sg_epi *epi);
  *
  * Y (M x OP, row-major) = act(W cols + bias + R) for a convolution with few output positions (a 7 x 7 map):
  * col is the column matrix (K x OP, row-major, leading dimension OP) and W the filter, either packed at
@@ -11,7 +13,8 @@
  * the positions are the micro-kernel's rows (4-row granularity) and the channels its 32 columns: a map of
  * 49 positions costs 52 rows instead of 64 columns. Without a residual the GEMM applies bias (per column of
  * tmp) and activation in its epilogue; tmp is then transposed into Y, rows of Y split among the threads, with
- * the epilogue there when there is a residual (laid out like Y).
+ * the epilogue there when there is a residual (laid out like Y). onnxc_sg_conv_small_ld writes row m of Y at
+ * Y + m * ldy (a band of positions of a larger map; the residual's rows are epi->ldr apart).
  *
  *   void onnxc_sg_conv_cols(const float *xp, const int64_t *koff, int64_t K, int64_t XH, int64_t XWp,
  *                           int64_t OD, int64_t OH, int64_t OW, int64_t SD, int64_t SH, float *col);
@@ -41,5 +44,8 @@ static inline void onnxc_sg_conv_cols(const float *xp, const int64_t *koff, int6
 ONNXC_RT_API int onnxc_sg_conv_small(int threads, int64_t M, int64_t K, int64_t OP, const float *col,
                                       const float *W, int fw, float *restrict tmp, float *Y,
                                       const onnxc_sg_epi *epi);
+ONNXC_RT_API int onnxc_sg_conv_small_ld(int threads, int64_t M, int64_t K, int64_t OP, const float *col,
+                                         const float *W, int fw, float *restrict tmp, float *Y, int64_t ldy,
+                                         const onnxc_sg_epi *epi);
 
 #endif /* ONNXC_CONV_H */

@@ -4,8 +4,12 @@ a depthwise Conv and the pointwise Conv reading it, a band of output rows at a t
 Per band of TR output rows of one image, the depthwise rows of every channel (bias and activation
 included) go to the running thread's buffer S, C x TR*OW floats, and one pointwise GEMM (the filter
 packed at compile time) reads S and writes the band of Y with the pointwise epilogue (bias, residual,
-activation): with few output channels (conv.IMPLICIT_MAX_M) the implicit GEMM, which reads the rows of
-S in place (runtime_c/onnxc_conv_implicit.h, AVX-512), else the packed GEMM. TR is the largest row count whose S fits BAND_BYTES, so S stays in the L2 cache between
+activation): on bands of few positions (_direct: at most conv.DIRECT_PW_MAX_OP, 14x14 maps) the direct
+kernel, output channels as the vector lanes and the band's positions broadcast from S in place
+(runtime_c/onnxc_conv_direct.h: no 32-wide position tiles left partly empty; 576 -> 96 at 14x14 with its
+expansion, 1 / 2 threads: 0.365 -> 0.342 / 0.219 -> 0.201 ms); with few output channels
+(conv.IMPLICIT_MAX_M) the implicit GEMM, which reads the rows of S in place (runtime_c/onnxc_conv_implicit.h,
+AVX-512); else the packed GEMM. TR is the largest row count whose S fits BAND_BYTES, so S stays in the L2 cache between
 the two steps and the depthwise output never goes to memory. Bands of all images run on the runtime's
 pool, each with a one-thread GEMM.
 
@@ -38,10 +42,10 @@ from onnxc.passes.shapes.spatial import Window
 from ..cexpr import c_literal
 from ..templating import render
 from .base import KernelCtx, kernel
-from .conv import IMPLICIT_MAX_M
+from .conv import DIRECT_MIN_K, DIRECT_MIN_M, DIRECT_PW_MAX_OP, DIRECT_SWITCH, IMPLICIT_MAX_M
 from .conv_depthwise import phased_taps
 from .epilogue import Epilogue, activation, epilogue, sg_epi, use_act
-from .gemm_layout import pack_a
+from .gemm_layout import pack_a, pack_b
 from .nncommon import use_gemm
 from .parcall import SLOTS, par_call
 
@@ -80,6 +84,17 @@ def band_rows(oh: int, fit: int, threads: int) -> int:
     return min(range(fit, 0, -1), key=cost)
 
 
+def _direct(m: int, c: int, positions: int) -> bool:
+    """Whether the pointwise GEMM of a band runs the direct kernel (output channels as the vector lanes, the band's
+    positions broadcast: runtime_c/onnxc_conv_direct.h): few positions per band, where the packed GEMM's 32-wide
+    position tiles are partly empty (14x14: 196 = 6 x 32 + 4; 98 per band at 2 threads). conv.py's thresholds and
+    switch (ONNXC_DIRECT_CONV)."""
+    how = os.environ.get(DIRECT_SWITCH, "1")
+    if how == "0":
+        return False
+    return how == "2" or m > DIRECT_MIN_M and c >= DIRECT_MIN_K and positions <= DIRECT_PW_MAX_OP
+
+
 @kernel(DWPW_OP, domain=DWPW_DOMAIN, types={DType.FLOAT}, accepts=_accepts)
 def depthwise_pointwise(ctx: KernelCtx) -> str:
     x, y = ctx.ins[0], ctx.outs[0]
@@ -96,11 +111,6 @@ def depthwise_pointwise(ctx: KernelCtx) -> str:
     dw_act = activation(ctx, DW_ACT)
     if ep.act or dw_act[0]:
         use_act(ctx)
-    implicit = wpw is not None and m <= IMPLICIT_MAX_M
-    if implicit:
-        ctx.include("onnxc_conv_implicit.h")
-    if wpw is not None:
-        ctx.repack_const(3, pack_a(np.asarray(wpw.const, dtype=np.float32).reshape(m, c)))
     wex = ctx.ins[EXPAND_INPUT] if len(ctx.ins) > EXPAND_INPUT else None
     ci, ex_act = c, (0, 0.0, 0.0)
     ex_bias = len(ctx.ins) > EXPAND_INPUT + 1 and ctx.ins[EXPAND_INPUT + 1] is not None
@@ -116,6 +126,16 @@ def depthwise_pointwise(ctx: KernelCtx) -> str:
     else:
         fit = max(1, min(oh, BAND_BYTES // (4 * c * ow)))
     tr, tr_image = band_rows(oh, fit, ctx.threads), band_rows(oh, fit, 1)
+    direct = wpw is not None and _direct(m, c, max(tr, tr_image) * ow)
+    if direct:  # W^T as the packed B operand, for the direct kernel and its fallback alike
+        ctx.include("onnxc_conv_direct.h")
+        ctx.include("onnxc_conv.h")
+        ctx.repack_const(3, pack_b(np.asarray(wpw.const, dtype=np.float32).reshape(m, c).T))
+    elif wpw is not None:
+        ctx.repack_const(3, pack_a(np.asarray(wpw.const, dtype=np.float32).reshape(m, c)))
+    implicit = wpw is not None and m <= IMPLICIT_MAX_M and not direct
+    if implicit:
+        ctx.include("onnxc_conv_implicit.h")
     res = "NULL" if ep.residual is None else f"in{ep.residual} + n * M * OP + oh0 * OW"
     epi = sg_epi(ep, bias="in4" if len(ctx.ins) > 4 and ctx.ins[4] is not None else "NULL", res=res, ldr="OP")
     act = f"{dw_act[0]}, {c_literal(dw_act[1], DType.FLOAT)}, {c_literal(dw_act[2], DType.FLOAT)}" if dw_act[0] else ""
@@ -129,4 +149,4 @@ def depthwise_pointwise(ctx: KernelCtx) -> str:
                   RM=_rows_read(max(tr, tr_image), sh, kh, dh),
                   ex_epi=sg_epi(Epilogue(*ex_act, None, None), bias=f"in{EXPAND_INPUT + 1}" if ex_bias else "NULL"),
                   dw_bias=len(ctx.ins) > 2 and ctx.ins[2] is not None, dw_act=act, epi=epi, par=par_call(ctx),
-                  slots=SLOTS, grain=BAND_GRAIN, implicit=implicit, PFD=PREFETCH_CHANNELS)
+                  slots=SLOTS, grain=BAND_GRAIN, implicit=implicit, direct=direct, PFD=PREFETCH_CHANNELS)

@@ -200,7 +200,43 @@ def test_bands_of_whole_images():
     runs whole images per thread, in one band of 14 (onnxc_by_image): both against the reference and, bit for bit,
     one thread."""
     m, feeds = _model(n=4, c=384, m=64, hw=(14, 14), residual=True, symbolic=True)
-    check_batches_two_threads(m, m, feeds, marker=MARK)
+    check_batches_two_threads(m, m, feeds, marker=DC_MARK)
+
+
+DC_MARK = "onnxc_dc_conv(1, M, C, in3, S"
+
+
+@pytest.mark.parametrize("kw", [
+    dict(n=1, c=192, m=40, hw=(14, 14), residual=True, pw_act="Relu"),
+    dict(n=2, c=176, m=24, hw=(15, 14), pw_act="Sigmoid", pw_bias=False, symbolic=True),   # odd map, a partial panel
+    dict(n=1, c=256, m=72, hw=(27, 27), strides=(2, 2), dw_act="Clip"),                   # 14x14 out, 3 panels
+    dict(n=1, expand=32, c=192, m=64, hw=(14, 14), residual=True, ex_act="HardSwish"),
+])
+def test_direct_pointwise(kw):
+    """Bands of few positions (at most 256) run the pointwise GEMM on the direct kernel (output channels as lanes)."""
+    m, feeds = _model(**kw)
+    cm = onnxc.compile(m)
+    assert MARK in cm.c_source and DC_MARK in cm.c_source
+    want = ReferenceEvaluator(m).run(None, feeds)
+    np.testing.assert_allclose(cm.run(feeds)["y"], want[0], rtol=1e-4, atol=1e-4)
+
+
+def test_direct_pointwise_not_on_long_bands():
+    m, _ = _model(n=1, c=64, m=40, hw=(56, 56))
+    src = onnxc.compile(m).c_source
+    assert MARK in src and DC_MARK not in src
+
+
+def test_direct_pointwise_fallback_without_avx512():
+    """An x86-64-v3 build (AVX2) runs the transposed GEMM on the same packed filter, into the band of Y."""
+    import platform
+    if platform.machine() not in ("x86_64", "AMD64"):
+        pytest.skip("x86 target flags")
+    m, feeds = _model(n=2, c=192, m=40, hw=(14, 14), residual=True, pw_act="Relu")
+    cm = onnxc.compile(m, threads=2, flags=("-O2", "-march=x86-64-v3"))
+    assert DC_MARK in cm.c_source and "onnxc_sg_conv_small_ld(" in cm.c_source
+    want = ReferenceEvaluator(m).run(None, feeds)
+    np.testing.assert_allclose(cm.run(feeds)["y"], want[0], rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("kw", [
