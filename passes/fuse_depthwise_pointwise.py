@@ -118,6 +118,8 @@ def _pointwise(p: Node, c: int) -> bool:
         return False
     if int(p.attr("group", 1)) != 1 or p.attr("auto_pad", "NOTSET") not in ("NOTSET", b"NOTSET"):
         return False
+    if len(p.inputs) > 4:  # an input scale (passes/fuse_input_scale.py) the fused kernel does not apply
+        return False
     if any(s != 1 for s in _ints(p, "strides", [1, 1])) or any(d != 1 for d in _ints(p, "dilations", [1, 1])):
         return False
     if any(q != 0 for q in _ints(p, "pads", [0, 0, 0, 0])):

@@ -25,6 +25,7 @@ from .fuse_attention import fuse_attention
 from .fuse_depthwise_pointwise import fuse_depthwise_pointwise
 from .fuse_elementwise import fuse_elementwise
 from .fuse_epilogues import fuse_epilogues
+from .fuse_input_scale import fuse_input_scale
 from .fuse_integer_dequant import fuse_integer_dequant
 from .infer_shapes import infer_shapes
 from .inline_functions import inline_functions
@@ -54,6 +55,7 @@ def steps() -> list[Step]:
         Step("fuse_integer_dequant", fuse_integer_dequant),
         Step("fuse_epilogues", fuse_epilogues),
         Step("fuse_depthwise_pointwise", fuse_depthwise_pointwise),
+        Step("fuse_input_scale", fuse_input_scale),
         Step("spell_out_batchnorm", spell_out_batchnorm),
         Step("fuse_elementwise", fuse_elementwise),
         Step("eliminate_dead_code", eliminate_dead_code),

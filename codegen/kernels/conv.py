@@ -45,6 +45,7 @@ import numpy as np
 from onnxc.ir import DType
 from onnxc.ir.dims import is_static
 from onnxc.passes.shapes.conv import conv_transpose_window, conv_window
+from onnxc.passes.shapes.epilogue_spec import input_scale
 from onnxc.passes.shapes.spatial import Window
 
 from ..cexpr import c_literal
@@ -134,6 +135,9 @@ def conv(ctx: KernelCtx) -> str:
         use_act(ctx)
     common = dict(geo, T=dt.c, N=x.dims[0], C=x.dims[1], M=str(m), G=str(g), Cg=str(cg), Mg=str(m // g),
                   bias=bias, unit_sw=win.strides[-1] == 1)
+    scale = input_scale(ctx.node)  # a squeeze-excite scale folded in (passes/fuse_input_scale.py)
+    if scale is not None and (dt != DType.FLOAT or ctx.ins[1].const is None):
+        raise unsupported(ctx, "an input scale needs a float32 Conv with a constant filter")
     if cg == 1 and g > 1:
         return depthwise(ctx, common, win, ep, res)
     if bf16.conv_applies(ctx, cg, g):  # precision="bf16": codegen/kernels/bf16.py
@@ -145,7 +149,7 @@ def conv(ctx: KernelCtx) -> str:
                  and all(p == 0 for p in win.pads_begin + win.pads_end))
     mode = "pointwise" if pointwise else "im2col"
     if dt == DType.FLOAT:
-        return _conv_packed(ctx, common, win, mode, ep, res, m // g, g)
+        return _conv_packed(ctx, common, win, mode, ep, res, m // g, g, scale)
     one = c_literal(1.0, dt)
     beta = one if bias else c_literal(0.0, dt)
     vals = dict(
@@ -158,13 +162,35 @@ def conv(ctx: KernelCtx) -> str:
     return render("conv.c.j2", **vals)
 
 
-def _conv_packed(ctx: KernelCtx, common: dict, win: Window, mode: str, ep, res: str | None, mg: int, g: int) -> str:
-    """The float Conv on the packed GEMM; a constant filter is packed here, once per group."""
+def _scaled_filter(ctx: KernelCtx, scale: int, panel: int, size: int, offset: str) -> str:
+    """C that writes, per image n, the packed filter in1 with its K rows (input channels) times the image's
+    scale S[n] to the body's scratch at ``offset`` (``ws``): both packed layouts hold K rows of ``panel`` floats
+    per panel (codegen/kernels/gemm_layout.py)."""
+    per_image = not (is_static(ctx.ins[scale].shape[0]) and int(ctx.ins[scale].shape[0]) == 1)
+    return f"""
+                float *const ws = sc + {offset};
+                {{ /* the filter of image n: W diag(S[n]) (a squeeze-excite scale, passes/fuse_input_scale.py) */
+                    const float *sn = in{scale}{' + n * C' if per_image else ''};
+                    for (int64_t q = 0; q < {size // panel} / KG; q++)
+                        for (int64_t p = 0; p < KG; p++) {{
+                            const float f = sn[p], *restrict src = in1 + (q * KG + p) * {panel};
+                            float *restrict dst = ws + (q * KG + p) * {panel};
+                            for (int j = 0; j < {panel}; j++) dst[j] = src[j] * f;
+                        }}
+                }}"""
+
+
+def _conv_packed(ctx: KernelCtx, common: dict, win: Window, mode: str, ep, res: str | None, mg: int, g: int,
+                 scale: int | None = None) -> str:
+    """The float Conv on the packed GEMM; a constant filter is packed here, once per group. ``scale``: the
+    input of a per-image input scale (pointwise, group 1, constant filter: passes/shapes/epilogue_spec.py)."""
     use_gemm(ctx)
     w = ctx.ins[1]
     kg = int(np.prod(w.shape[1:]))
     packed = w.const is not None and w.value.type.dtype == DType.FLOAT
-    if mode == "pointwise" and packed and g == 1 and _one_position(ctx):
+    if scale is not None and not (mode == "pointwise" and packed and g == 1):
+        raise unsupported(ctx, "an input scale needs a 1x1 Conv of group 1 with a constant float32 filter")
+    if mode == "pointwise" and packed and g == 1 and scale is None and _one_position(ctx):
         return _conv_one_position(ctx, ep, res, mg, kg, common["bias"])
     direct = packed and _direct(ctx, win, mode, mg, kg)
     small = direct or _small_output(ctx, win, mode, mg)
@@ -184,6 +210,11 @@ def _conv_packed(ctx: KernelCtx, common: dict, win: Window, mode: str, ep, res: 
         a, fa = f"in1 + g * {packed_a_size(mg, kg)}", "ONNXC_SG_PACKED"
     else:
         a, fa = "in1 + g * Mg * KG", "ONNXC_SG_PLAIN"
+    prep, wextra = "", ""
+    if scale is not None:  # the scaled filter of each image in the body's scratch, after what the body uses
+        size, panel = (packed_b_size(kg, mg), 32) if small else (packed_a_size(mg, kg), 12)
+        prep = _scaled_filter(ctx, scale, panel, size, "OP * Mg" if small else "0")
+        wextra, a = f" + {size}", "ws"
     bias = "in2 + g * Mg" if common["bias"] else "NULL"
     resp = "NULL" if res is None else f"{res} + (n * M + g * Mg) * OP"
     epi = sg_epi(ep, bias=bias, res=resp, ldr="OP")
@@ -202,7 +233,7 @@ def _conv_packed(ctx: KernelCtx, common: dict, win: Window, mode: str, ep, res: 
         ctx.include("onnxc_conv_implicit.h")
     return render("conv_packed.c.j2", **common, mode=mode, a=a, fa=fa, packed=packed, epi=epi, epi_chunk=epi_chunk,
                   col_budget=PACKED_COL_BUDGET, rows=rows, small=small, direct=direct, implicit=implicit or wide,
-                  implicit_per_image=per_image, par=par_call(ctx), slots=SLOTS)
+                  implicit_per_image=per_image, par=par_call(ctx), slots=SLOTS, prep=prep, wextra=wextra)
 
 
 def _direct(ctx: KernelCtx, win: Window, mode: str, mg: int, kg: int) -> bool:

@@ -15,6 +15,9 @@ travels as node attributes that ONNX models never carry (so a model file may car
 - ``BIAS_ATTR`` (int, 1 = on; MatMul only): one more input at ``BIAS_INPUT[op]``, after the residual
   slot, a vector of the output's element type with one value per output column (``[N]`` or
   ``[1, ..., 1, N]``), added first;
+- ``SCALE_ATTR`` (int, 1 = on; pointwise Conv only, passes/fuse_input_scale.py): one more input S at
+  ``SCALE_INPUT``, after the residual slot, of shape ``[N or 1, C, 1, 1]``: the product reads
+  ``X[n, c] * S[n, c]`` (a squeeze-excite scale), applied to the filter of each image instead;
 - ``DW_ACT_ATTR`` / ``DW_PARAMS_ATTR``: DepthwisePointwise's second activation, the one of its
   depthwise half, spelled like ``ACT_ATTR`` / ``PARAMS_ATTR``; ``EX_ACT_ATTR`` / ``EX_PARAMS_ATTR``: the
   activation of its expanding pointwise Conv, when it has one (inputs ``EXPAND_INPUT``).
@@ -36,6 +39,7 @@ ACT_ATTR = "onnxc_activation"
 PARAMS_ATTR = "onnxc_activation_params"
 RESIDUAL_ATTR = "onnxc_residual"
 BIAS_ATTR = "onnxc_bias"
+SCALE_ATTR = "onnxc_input_scale"
 DW_ACT_ATTR = "onnxc_dw_activation"
 DW_PARAMS_ATTR = "onnxc_dw_activation_params"
 EX_ACT_ATTR = "onnxc_ex_activation"
@@ -63,6 +67,8 @@ ACTIVATIONS: dict[str, tuple[tuple[str, float], ...]] = {
 RESIDUAL_INPUT = {"Conv": 3, "Gemm": 3, "MatMul": 2, DWPW_OP: 5}
 # input index of the per-column bias of the ops that take BIAS_ATTR (after the residual slot)
 BIAS_INPUT = {"MatMul": 3}
+# input index of the per-image, per-channel input scale of the ops that take SCALE_ATTR (after the residual slot)
+SCALE_INPUT = {"Conv": 4}
 
 
 @dataclass(frozen=True)
@@ -191,3 +197,28 @@ def request_attrs(req: EpilogueRequest) -> dict[str, Attr]:
         if on is not None:
             out[flag] = Attr(flag, "INT", 1)
     return out
+
+
+def input_scale(node: Node) -> int | None:
+    """The input index of the scale S ``node`` requests (SCALE_ATTR), or None; UnsupportedOpError when the node
+    is not a pointwise group-1 Conv or S is not ``[N or 1, C, 1, 1]`` of X's element type."""
+    if not int(node.attr(SCALE_ATTR, 0) or 0):
+        return None
+    if node.op_type not in SCALE_INPUT:
+        raise _unsupported(node, f"{SCALE_ATTR} is only supported on {', '.join(SCALE_INPUT)}")
+    i = SCALE_INPUT[node.op_type]
+    sv, x, w = node.input(i), node.input(0), node.input(1)
+    if sv is None:
+        raise _unsupported(node, f"{SCALE_ATTR}=1 but input {i} (the scale) is missing")
+    ws = w.shape if w is not None else None
+    pointwise = (ws is not None and len(ws) == 4 and tuple(ws[2:]) == (1, 1) and int(node.attr("group", 1)) == 1
+                 and all(int(v) == 1 for v in node.attr("strides", None) or [1, 1])
+                 and all(int(v) == 1 for v in node.attr("dilations", None) or [1, 1])
+                 and all(int(v) == 0 for v in node.attr("pads", None) or [0, 0, 0, 0]))
+    if not pointwise:
+        raise _unsupported(node, f"{SCALE_ATTR} needs a 1x1 Conv of group 1, unit strides and no padding")
+    ss, xs = sv.shape, x.shape if x is not None else None
+    if (ss is None or xs is None or len(ss) != 4 or sv.dtype != x.dtype or tuple(ss[2:]) != (1, 1)
+            or ss[1] != xs[1] or not (ss[0] == xs[0] or ss[0] == 1)):
+        raise _unsupported(node, f"the scale input {i} has type {sv.type}; it must be [N or 1, C, 1, 1] for X {x.type}")
+    return i
