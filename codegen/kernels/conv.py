@@ -140,7 +140,7 @@ def conv(ctx: KernelCtx) -> str:
         raise unsupported(ctx, "an input scale needs a float32 Conv with a constant filter")
     if cg == 1 and g > 1:
         return depthwise(ctx, common, win, ep, res)
-    if bf16.conv_applies(ctx, cg, g):  # precision="bf16": codegen/kernels/bf16.py
+    if scale is None and bf16.conv_applies(ctx, cg, g):  # precision="bf16": codegen/kernels/bf16.py
         return bf16.conv_bf16(ctx, common, win, ep, res, m // g, g)
     how = conv_winograd.applies(ctx, win, m, cg, g)  # 3x3 stride 1: codegen/kernels/conv_winograd.py
     if how and not _direct_before_winograd(ctx, win, m // g, cg * math.prod(win.kernel)):

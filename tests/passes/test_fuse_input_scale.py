@@ -94,3 +94,12 @@ def test_request_without_its_input_rejected():
     conv.attribute.append(helper.make_attribute("onnxc_input_scale", 1))
     with pytest.raises(onnxc.UnsupportedOpError, match="scale"):
         onnxc.compile(m)
+
+
+def test_folded_conv_stays_float32_under_bf16():
+    """precision="bf16" leaves the scaled Conv on its float32 path (the bfloat16 convolution has no scale)."""
+    model, feeds = _se_model(n=1, c=64, m=32, hw=(28, 28))
+    cm = onnxc.compile(model, precision="bf16")
+    assert MARK in cm.c_source
+    want = ReferenceEvaluator(model).run(None, feeds)[0]
+    np.testing.assert_allclose(cm.run(feeds)["y"], want, rtol=3e-2, atol=3e-2)
