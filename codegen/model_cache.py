@@ -49,7 +49,7 @@ FORMAT_VERSION = "2"
 _PACKAGES = ("onnxc", "onnxc.frontend", "onnxc.ir", "onnxc.passes", "onnxc.codegen", "onnxc.runtime_c")
 _CODE_SUFFIXES = (".py", ".j2", ".h", ".c", ".proto")
 # environment switches read while generating code (they change the C without being compile options)
-CODEGEN_ENV = ("ONNXC_WINOGRAD", "ONNXC_IMPLICIT_CONV", "ONNXC_DIRECT_CONV", "ONNXC_WEIGHT_GROWTH", "ONNXC_DWPW", "ONNXC_DWPW_EXPAND", "ONNXC_DWPW_PHASED_OW",
+CODEGEN_ENV = ("ONNXC_WINOGRAD", "ONNXC_IMPLICIT_CONV", "ONNXC_DIRECT_CONV", "ONNXC_WEIGHT_GROWTH", "ONNXC_DWPW", "ONNXC_DWPW_EXPAND", "ONNXC_INPUT_SCALE", "ONNXC_DWPW_PHASED_OW",
                "ONNXC_IG_Q4")
 _RACY_SECONDS = 2.0  # a file modified this recently may change again within one timestamp tick
 

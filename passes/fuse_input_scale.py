@@ -14,10 +14,12 @@ only by that Conv (as its X), in the same graph, not a graph output; the Conv a 
 no scale yet; a static map of at least as many positions as output channels (below, scaling the filter costs
 more than the Mul). Run after fuse_depthwise_pointwise (whose pairs must not see a scaled reader) and
 fuse_epilogues (which may have given the Conv a residual and an activation: both still apply, after the
-product).
+product). ``ONNXC_INPUT_SCALE=0`` at compile time leaves every Mul (an A/B knob, keyed in the model cache).
 """
 
 from __future__ import annotations
+
+import os
 
 from onnxc.ir import Graph, Model, Node, Value
 from onnxc.ir.dims import is_static
@@ -26,6 +28,8 @@ from onnxc.ir.graph import Attr
 from .base import PassResult
 from .fuse_epilogues import is_product
 from .shapes.epilogue_spec import SCALE_ATTR, SCALE_INPUT
+
+ENV_SWITCH = "ONNXC_INPUT_SCALE"
 
 
 def _operands(mul: Node, t: Value) -> tuple[Value, Value] | None:
@@ -94,4 +98,6 @@ def fuse_graph(g: Graph) -> bool:
 
 
 def fuse_input_scale(model: Model) -> PassResult:
+    if os.environ.get(ENV_SWITCH, "1") == "0":
+        return PassResult(model, False)
     return PassResult(model, fuse_graph(model.graph))

@@ -162,24 +162,6 @@ def conv(ctx: KernelCtx) -> str:
     return render("conv.c.j2", **vals)
 
 
-def _scaled_filter(ctx: KernelCtx, scale: int, panel: int, size: int, offset: str) -> str:
-    """C that writes, per image n, the packed filter in1 with its K rows (input channels) times the image's
-    scale S[n] to the body's scratch at ``offset`` (``ws``): both packed layouts hold K rows of ``panel`` floats
-    per panel (codegen/kernels/gemm_layout.py)."""
-    per_image = not (is_static(ctx.ins[scale].shape[0]) and int(ctx.ins[scale].shape[0]) == 1)
-    return f"""
-                float *const ws = sc + {offset};
-                {{ /* the filter of image n: W diag(S[n]) (a squeeze-excite scale, passes/fuse_input_scale.py) */
-                    const float *sn = in{scale}{' + n * C' if per_image else ''};
-                    for (int64_t q = 0; q < {size // panel} / KG; q++)
-                        for (int64_t p = 0; p < KG; p++) {{
-                            const float f = sn[p], *restrict src = in1 + (q * KG + p) * {panel};
-                            float *restrict dst = ws + (q * KG + p) * {panel};
-                            for (int j = 0; j < {panel}; j++) dst[j] = src[j] * f;
-                        }}
-                }}"""
-
-
 def _conv_packed(ctx: KernelCtx, common: dict, win: Window, mode: str, ep, res: str | None, mg: int, g: int,
                  scale: int | None = None) -> str:
     """The float Conv on the packed GEMM; a constant filter is packed here, once per group. ``scale``: the
@@ -210,10 +192,12 @@ def _conv_packed(ctx: KernelCtx, common: dict, win: Window, mode: str, ep, res: 
         a, fa = f"in1 + g * {packed_a_size(mg, kg)}", "ONNXC_SG_PACKED"
     else:
         a, fa = "in1 + g * Mg * KG", "ONNXC_SG_PLAIN"
-    prep, wextra = "", ""
+    scaled, wextra = None, ""
     if scale is not None:  # the scaled filter of each image in the body's scratch, after what the body uses
         size, panel = (packed_b_size(kg, mg), 32) if small else (packed_a_size(mg, kg), 12)
-        prep = _scaled_filter(ctx, scale, panel, size, "OP * Mg" if small else "0")
+        sdim = ctx.ins[scale].shape[0]
+        scaled = dict(input=scale, panel=panel, panels=size // (panel * kg), offset="OP * Mg" if small else "0",
+                      per_image=not (is_static(sdim) and int(sdim) == 1))
         wextra, a = f" + {size}", "ws"
     bias = "in2 + g * Mg" if common["bias"] else "NULL"
     resp = "NULL" if res is None else f"{res} + (n * M + g * Mg) * OP"
@@ -233,7 +217,7 @@ def _conv_packed(ctx: KernelCtx, common: dict, win: Window, mode: str, ep, res: 
         ctx.include("onnxc_conv_implicit.h")
     return render("conv_packed.c.j2", **common, mode=mode, a=a, fa=fa, packed=packed, epi=epi, epi_chunk=epi_chunk,
                   col_budget=PACKED_COL_BUDGET, rows=rows, small=small, direct=direct, implicit=implicit or wide,
-                  implicit_per_image=per_image, par=par_call(ctx), slots=SLOTS, prep=prep, wextra=wextra)
+                  implicit_per_image=per_image, par=par_call(ctx), slots=SLOTS, scaled=scaled, wextra=wextra)
 
 
 def _direct(ctx: KernelCtx, win: Window, mode: str, mg: int, kg: int) -> bool:

@@ -103,3 +103,8 @@ def test_folded_conv_stays_float32_under_bf16():
     assert MARK in cm.c_source
     want = ReferenceEvaluator(model).run(None, feeds)[0]
     np.testing.assert_allclose(cm.run(feeds)["y"], want, rtol=3e-2, atol=3e-2)
+
+
+def test_switch_off(monkeypatch):
+    monkeypatch.setenv("ONNXC_INPUT_SCALE", "0")
+    _check(*_se_model(n=1, c=32, m=16, hw=(56, 56)), folded=False)
