@@ -453,7 +453,8 @@ static void onnxc_ig_epilogue(const onnxc_ig_job *J, int32_t *t, int64_t i0, int
         double most = (double)J->K * 65025.0;
         for (int i = 0; i < mr; i++) {
             b[i] = (int32_t)((uint32_t)(e->ibias ? e->ibias[i0 + i] : 0) - (uint32_t)(J->off ? J->off[i0 + i] : 0));
-            most = fmax(most, (double)J->K * 65025.0 + fabs((double)b[i]));
+            const double bound = (double)J->K * 65025.0 + fabs((double)b[i]); /* (a compare: fmax is a libm call) */
+            most = bound > most ? bound : most;
         }
         onnxc_requant_tile(t, ONNXC_IG_NR, mr, nr, b, e->mult + i0, e->zy, e->out_type == ONNXC_IG_OUT_S8,
                            (uint8_t *)e->out + i0 * e->ldc + j0, e->ldc, most < 16777216.0);
