@@ -27,7 +27,7 @@ from onnxc.ir.graph import Attr
 
 from .base import PassResult
 from .fuse_epilogues import is_product
-from .shapes.epilogue_spec import SCALE_ATTR, SCALE_INPUT
+from .shapes.epilogue_spec import SCALE_ATTR, SCALE_INPUT, is_pointwise_conv
 
 ENV_SWITCH = "ONNXC_INPUT_SCALE"
 
@@ -48,17 +48,6 @@ def _operands(mul: Node, t: Value) -> tuple[Value, Value] | None:
     return None
 
 
-def _pointwise(conv: Node) -> bool:
-    w = conv.input(1)
-    if w is None or w.const is None or w.shape is None or len(w.shape) != 4 or tuple(w.shape[2:]) != (1, 1):
-        return False
-    if conv.attr("auto_pad", "NOTSET") not in ("NOTSET", b"NOTSET") or int(conv.attr("group", 1)) != 1:
-        return False
-    return (all(int(v) == 1 for v in conv.attr("strides", None) or [1, 1])
-            and all(int(v) == 1 for v in conv.attr("dilations", None) or [1, 1])
-            and all(int(v) == 0 for v in conv.attr("pads", None) or [0, 0, 0, 0]))
-
-
 def _fold(g: Graph, mul: Node, public: set[int]) -> bool:
     t = mul.outputs[0] if len(mul.outputs) == 1 else None
     if t is None or t.id in public:
@@ -69,7 +58,7 @@ def _fold(g: Graph, mul: Node, public: set[int]) -> bool:
     conv, idx = uses[0]
     if conv.graph is not g or idx != 0 or conv.op_type != "Conv" or conv.domain not in ("", "ai.onnx"):
         return False
-    if not is_product(conv) or int(conv.attr(SCALE_ATTR, 0) or 0) or not _pointwise(conv):
+    if not is_product(conv) or int(conv.attr(SCALE_ATTR, 0) or 0) or not is_pointwise_conv(conv) or conv.input(1).const is None:
         return False
     ops = _operands(mul, t)
     if ops is None:

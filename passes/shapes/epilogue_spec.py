@@ -199,6 +199,17 @@ def request_attrs(req: EpilogueRequest) -> dict[str, Attr]:
     return out
 
 
+def is_pointwise_conv(node: Node) -> bool:
+    """Whether Conv ``node`` is 1x1 of group 1 with unit strides and dilations and no padding (a 4-D filter)."""
+    ws = node.input(1).shape if node.input(1) is not None else None
+    if ws is None or len(ws) != 4 or tuple(ws[2:]) != (1, 1) or int(node.attr("group", 1)) != 1:
+        return False
+    return (node.attr("auto_pad", "NOTSET") in ("NOTSET", b"NOTSET")
+            and all(int(v) == 1 for v in node.attr("strides", None) or [1, 1])
+            and all(int(v) == 1 for v in node.attr("dilations", None) or [1, 1])
+            and all(int(v) == 0 for v in node.attr("pads", None) or [0, 0, 0, 0]))
+
+
 def input_scale(node: Node) -> int | None:
     """The input index of the scale S ``node`` requests (SCALE_ATTR), or None; UnsupportedOpError when the node
     is not a pointwise group-1 Conv or S is not ``[N or 1, C, 1, 1]`` of X's element type."""
@@ -207,15 +218,10 @@ def input_scale(node: Node) -> int | None:
     if node.op_type not in SCALE_INPUT:
         raise _unsupported(node, f"{SCALE_ATTR} is only supported on {', '.join(SCALE_INPUT)}")
     i = SCALE_INPUT[node.op_type]
-    sv, x, w = node.input(i), node.input(0), node.input(1)
+    sv, x = node.input(i), node.input(0)
     if sv is None:
         raise _unsupported(node, f"{SCALE_ATTR}=1 but input {i} (the scale) is missing")
-    ws = w.shape if w is not None else None
-    pointwise = (ws is not None and len(ws) == 4 and tuple(ws[2:]) == (1, 1) and int(node.attr("group", 1)) == 1
-                 and all(int(v) == 1 for v in node.attr("strides", None) or [1, 1])
-                 and all(int(v) == 1 for v in node.attr("dilations", None) or [1, 1])
-                 and all(int(v) == 0 for v in node.attr("pads", None) or [0, 0, 0, 0]))
-    if not pointwise:
+    if not is_pointwise_conv(node):
         raise _unsupported(node, f"{SCALE_ATTR} needs a 1x1 Conv of group 1, unit strides and no padding")
     ss, xs = sv.shape, x.shape if x is not None else None
     if (ss is None or xs is None or len(ss) != 4 or sv.dtype != x.dtype or tuple(ss[2:]) != (1, 1)
